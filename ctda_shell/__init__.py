@@ -1,0 +1,1 @@
+"""The interactive ctda-sql shell (prompt_toolkit), layered on top of the warehouse."""

@@ -1,0 +1,21 @@
+"""Console entry point: the warehouse CLI, with this package's shell as the interactive mode."""
+
+from __future__ import annotations
+
+import sys
+
+
+def _run_shell(args) -> int:
+    from .app import run_shell
+
+    return run_shell(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from warehouse.cli import main as cli_main
+
+    return cli_main(argv, shell=_run_shell)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

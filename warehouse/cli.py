@@ -1,0 +1,268 @@
+"""The `ctda-sql` command line: ingest, analyze, report, query, meta, demo (and the shell,
+which the ctda_shell package plugs in, so this layer never imports it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+
+from . import __version__
+from .connection import connect, resolve_db_path
+from .errors import CtdaError
+from .output import FORMATS, render
+
+EPILOG = (
+    "The database is --db FILE, else $CTDA_DB, else ./ctda.duckdb. "
+    "Run `ctda-sql COMMAND --help` for a command's options."
+)
+
+
+def parse_key_values(pairs: list[str] | None, what: str) -> dict[str, str]:
+    """KEY=VALUE strings as a dict; a pair without '=' is a CtdaError."""
+    result = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CtdaError(f"{what} {pair!r} must look like KEY=VALUE")
+        result[key.strip()] = value
+    return result
+
+
+def _meta_value(text: str):
+    """--meta values: numbers and booleans typed, the rest kept as text."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, (int, float, bool)) else text
+
+
+# ---- commands ---------------------------------------------------------------------------
+
+def cmd_ingest(args) -> int:
+    from .ingest import ingest
+
+    meta = {k: _meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
+    con = connect(resolve_db_path(args.db))
+    result = ingest(con, args.paths, run_name=args.run, meta=meta, replace=args.replace,
+                    show_progress=not args.quiet)
+    for line in result.loaded:
+        print(f"ingested {line}")
+    for line in result.skipped + result.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    print(f"run {result.run_name!r}: {len(result.loaded)} loaded, {len(result.skipped)} skipped")
+    return 0
+
+
+def cmd_analyze(args) -> int:
+    from .analyze import analyze
+
+    con = connect(resolve_db_path(args.db))
+    summary = analyze(con, run=args.run, method=args.method, window_prefix=args.window,
+                      show_progress=not args.quiet)
+    print(summary)
+    return 0
+
+
+def cmd_query(args) -> int:
+    from .dialect import to_duckdb
+
+    sql = sys.stdin.read() if args.sql == "-" else args.sql
+    if not sql.strip():
+        raise CtdaError("no SQL given")
+    sql = to_duckdb(sql, args.dialect)
+    if args.explain_sql:
+        print(sql)
+        return 0
+    con = connect(resolve_db_path(args.db), read_only=True)
+    return _print_result(con.execute(sql), args.format)
+
+
+def cmd_report(args) -> int:
+    from .reports import all_reports, find_report, run_report
+
+    folders = [Path(f) for f in args.reports or []]
+    if args.list or not args.name:
+        return _print_report_list(all_reports(folders), args.format)
+    report = find_report(args.name, folders)
+    given = parse_key_values(args.param, "--param")
+    con = connect(resolve_db_path(args.db), read_only=True)
+    return _print_result(run_report(con, report, given), args.format)
+
+
+def _print_report_list(reports, fmt: str) -> int:
+    rows = [(r.name, r.description, ", ".join(f"{p.name} {p.type}" for p in r.params)) for r in reports.values()]
+    print(render(["name", "description", "params"], rows, fmt))
+    return 0
+
+
+def cmd_meta(args) -> int:
+    from .experiments import load_experiments
+
+    con = connect(resolve_db_path(args.db))
+    count = load_experiments(con, Path(args.file), args.key)
+    print(f"loaded {count} experiment rows from {args.file} (key: {args.key})")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    run_demo(args.db)
+    return 0
+
+
+def _print_result(cursor, fmt: str) -> int:
+    columns = [d[0] for d in cursor.description or []]
+    rows = cursor.fetchall() if columns else []
+    print(render(columns, rows, fmt))
+    return 0
+
+
+# ---- parser -----------------------------------------------------------------------------
+
+def _add_format(parser) -> None:
+    parser.add_argument("--format", "-f", choices=FORMATS, default="table",
+                        help="output format (default: table)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ctda-sql",
+        description="A SQL warehouse for PyTorch profiler traces, with CTDA-CPA critical paths. "
+                    "With no command, opens the interactive shell.",
+        epilog=EPILOG,
+    )
+    parser.add_argument("--version", action="version", version=f"ctda-sql {__version__}")
+    parser.add_argument("--db", help="database file (default: $CTDA_DB or ./ctda.duckdb)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in (_add_ingest, _add_analyze, _add_report, _add_query, _add_meta, _add_demo, _add_shell):
+        add(sub)
+    return parser
+
+
+def _db_option(parser) -> None:
+    # accepted after the command too: `ctda-sql query --db x.duckdb ...`
+    parser.add_argument("--db", default=argparse.SUPPRESS, help="database file")
+
+
+def _add_ingest(sub) -> None:
+    p = sub.add_parser("ingest", help="load trace files or folders of rank files as one run",
+                       description="Load Kineto trace files (.json, .json.gz) or folders of rank "
+                                   "files into the warehouse as one run. All or nothing: a bad file "
+                                   "leaves the database unchanged.")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="trace file or folder of rank files")
+    p.add_argument("--run", help="run name (default: the folder or file name)")
+    p.add_argument("--meta", action="append", metavar="KEY=VALUE",
+                   help="experiment metadata stored in runs.meta (repeatable)")
+    p.add_argument("--replace", action="store_true", help="re-load files already in the warehouse")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    _db_option(p)
+    p.set_defaults(handler=cmd_ingest)
+
+
+def _add_analyze(sub) -> None:
+    p = sub.add_parser("analyze", help="build dependency graphs and critical paths",
+                       description="Materialize nodes, edges and critical_path for every step of "
+                                   "every rank (of one run with --run). Re-running replaces earlier "
+                                   "results for the same run and method.")
+    p.add_argument("--run", help="run name (default: all runs)")
+    p.add_argument("--method", choices=("ctda", "per_thread", "all"), default="all",
+                   help="ctda links the main and autograd threads; per_thread keeps them apart "
+                        "(default: all)")
+    p.add_argument("--window", metavar="PREFIX",
+                   help="analyse every annotation whose name starts with PREFIX instead of ProfilerStep")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    _db_option(p)
+    p.set_defaults(handler=cmd_analyze)
+
+
+def _add_report(sub) -> None:
+    p = sub.add_parser("report", help="run a saved report from queries/",
+                       description="Run a saved SQL report. Parameters are bound, never pasted "
+                                   "into SQL. `ctda-sql report --list` shows them all.")
+    p.add_argument("name", nargs="?", help="report name")
+    p.add_argument("--param", "-p", action="append", metavar="KEY=VALUE", help="report parameter (repeatable)")
+    p.add_argument("--list", action="store_true", help="list the reports and their parameters")
+    p.add_argument("--reports", action="append", metavar="DIR",
+                   help="folder of your own reports; they shadow bundled ones (repeatable)")
+    _add_format(p)
+    _db_option(p)
+    p.set_defaults(handler=cmd_report)
+
+
+def _add_query(sub) -> None:
+    p = sub.add_parser("query", help="run one SQL statement and print the result",
+                       description="Run one SQL statement on the warehouse (read-only). "
+                                   "SQL '-' reads the statement from stdin.")
+    p.add_argument("sql", metavar="SQL", help="the statement, or - for stdin")
+    p.add_argument("--dialect", default="duckdb",
+                   help="dialect the SQL is written in (postgres, mysql, ...); transpiled to DuckDB")
+    p.add_argument("--explain-sql", action="store_true", help="print the DuckDB SQL instead of running it")
+    _add_format(p)
+    _db_option(p)
+    p.set_defaults(handler=cmd_query)
+
+
+def _add_meta(sub) -> None:
+    p = sub.add_parser("meta", help="experiment metadata (batch size, model, commit ...)",
+                       description="Load experiment metadata keyed by run name into the "
+                                   "`experiments` table; re-loading updates rows.")
+    meta_sub = p.add_subparsers(dest="meta_command", metavar="ACTION", required=True)
+    load = meta_sub.add_parser("load", help="load a csv, json or parquet file of experiments")
+    load.add_argument("file", metavar="FILE", help="experiments file (.csv, .json, .parquet)")
+    load.add_argument("--key", required=True, metavar="COLUMN", help="column holding the run name")
+    _db_option(load)
+    load.set_defaults(handler=cmd_meta)
+
+
+def _add_demo(sub) -> None:
+    p = sub.add_parser("demo", help="ingest and analyse the bundled trace, print hotspots",
+                       description="Ingest the bundled PyTorch trace into a database (--db, else a "
+                                   "temporary one), analyse it and print a summary.")
+    _db_option(p)
+    p.set_defaults(handler=cmd_demo)
+
+
+def _add_shell(sub) -> None:
+    p = sub.add_parser("shell", help="the interactive SQL shell (the default)",
+                       description="Interactive SQL shell with completion, dot commands and history.")
+    p.add_argument("--read-only", action="store_true", help="open the database read-only")
+    _db_option(p)
+    p.set_defaults(handler=None)
+
+
+# ---- entry ------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None, shell: Callable[[argparse.Namespace], int] | None = None) -> int:
+    """Run one command; `shell` is the interactive shell, provided by the layer above."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    try:
+        if handler is None:
+            if shell is None:
+                raise CtdaError("the interactive shell is not available in this entry point")
+            args.read_only = getattr(args, "read_only", False)
+            return shell(args)
+        return handler(args)
+    except CtdaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except duckdb.Error as exc:
+        print(f"error: {first_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted; the database is unchanged", file=sys.stderr)
+        return 130
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

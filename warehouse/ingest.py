@@ -1,0 +1,301 @@
+"""Load trace files into the warehouse as one run, atomically.
+
+Each file is parsed once (in a process pool when there are several), its raw event objects
+are handed to DuckDB's JSON reader, and everything for the batch is written inside one
+transaction: a bad file or Ctrl-C leaves the database exactly as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import ROUND_FLOOR, Decimal
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from . import sqlfiles
+from .errors import BadTraceError, CtdaError
+from .progress import progress_bar
+from .traceio import ParsedTrace, is_trace_file, read_trace
+
+# Above this many input bytes a single file also gets a progress bar.
+_LARGE_INPUT_BYTES = 20_000_000
+
+
+@dataclass
+class IngestResult:
+    run_name: str
+    run_id: int
+    loaded: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def collect_files(paths: list[str | Path]) -> list[Path]:
+    """Trace files named directly, plus the trace files inside named folders."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if is_trace_file(p))
+            if not found:
+                raise CtdaError(f"{path}: folder has no trace files (*.json, *.json.gz)")
+            files.extend(found)
+        elif path.exists():
+            files.append(path)
+        else:
+            raise BadTraceError(path, "no such file or folder")
+    return files
+
+
+def default_run_name(paths: list[str | Path]) -> str:
+    """The folder name for a folder, the file name without trace suffixes for a file."""
+    first = Path(paths[0])
+    if first.is_dir():
+        return first.resolve().name
+    name = first.name
+    for suffix in (".gz", ".json", ".trace", ".pt"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def parse_files(files: list[Path], show_progress: bool = True) -> list[ParsedTrace]:
+    """Parse every file, in parallel across cores when there are several."""
+    total_bytes = sum(f.stat().st_size for f in files)
+    visible = show_progress and (len(files) > 1 or total_bytes > _LARGE_INPUT_BYTES)
+    workers = min(len(files), os.cpu_count() or 1)
+    with progress_bar("parsing", len(files), visible) as advance:
+        if workers <= 1:
+            return [_parse_one(f, advance) for f in files]
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            parsed = []
+            for trace in pool.map(read_trace, files):
+                parsed.append(trace)
+                advance()
+            return parsed
+
+
+def _parse_one(path: Path, advance) -> ParsedTrace:
+    trace = read_trace(path)
+    advance()
+    return trace
+
+
+def ingest(
+    con: duckdb.DuckDBPyConnection,
+    paths: list[str | Path],
+    run_name: str | None = None,
+    meta: dict | None = None,
+    replace: bool = False,
+    show_progress: bool = True,
+) -> IngestResult:
+    """Ingest `paths` as one run; all or nothing."""
+    files = collect_files(paths)
+    parsed = parse_files(files, show_progress)
+    _check_batch(parsed)
+    name = run_name or default_run_name(paths)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        result = _load_batch(con, parsed, name, meta or {}, replace, show_progress)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _check_batch(parsed: list[ParsedTrace]) -> None:
+    seen: dict[int, Path] = {}
+    for trace in parsed:
+        if trace.rank in seen:
+            raise CtdaError(
+                f"{seen[trace.rank]} and {trace.path} are both rank {trace.rank}; "
+                "ingest them as separate runs (--run NAME)"
+            )
+        seen[trace.rank] = trace.path
+
+
+def _load_batch(con, parsed, name, meta, replace, show_progress) -> IngestResult:
+    run_id = _get_or_create_run(con, name, meta, parsed)
+    result = IngestResult(run_name=name, run_id=run_id)
+    visible = show_progress and len(parsed) > 1
+    with progress_bar("loading", len(parsed), visible) as advance:
+        for trace in parsed:
+            _load_or_skip(con, trace, run_id, replace, result)
+            advance()
+    return result
+
+
+def _load_or_skip(con, trace: ParsedTrace, run_id: int, replace: bool, result) -> None:
+    existing = con.execute(
+        "SELECT r.name, t.rank, t.run_id FROM traces t JOIN runs r USING (run_id) "
+        "WHERE t.file_sha256 = ?", [trace.sha256]
+    ).fetchone()
+    if existing and not replace:
+        result.skipped.append(
+            f"{trace.path}: already ingested as run {existing[0]} rank {existing[1]}; "
+            "skipped (use --replace to load it again)"
+        )
+        return
+    if existing:
+        delete_trace(con, existing[2], existing[1])
+    _make_room_for_rank(con, trace, run_id, replace)
+    _load_trace(con, trace, run_id)
+    result.loaded.append(_loaded_line(con, trace, run_id))
+    result.warnings.extend(_odd_field_warnings(con, trace, run_id))
+
+
+def _make_room_for_rank(con, trace: ParsedTrace, run_id: int, replace: bool) -> None:
+    holder = con.execute(
+        "SELECT source_path FROM traces WHERE run_id = ? AND rank = ?", [run_id, trace.rank]
+    ).fetchone()
+    if holder is None:
+        return
+    if not replace:
+        raise CtdaError(
+            f"{trace.path}: the run already has rank {trace.rank} (from {holder[0]}); "
+            "use --replace to overwrite it or --run NAME for a new run"
+        )
+    delete_trace(con, run_id, trace.rank)
+
+
+# Tables holding per-trace rows; analysis tables are added by the engine's schema.
+_PER_TRACE_TABLES = ("events", "steps", "threads", "traces")
+
+
+def delete_trace(con, run_id: int, rank: int) -> None:
+    """Remove one trace and everything derived from it."""
+    tables = _PER_TRACE_TABLES + _analysis_tables(con)
+    for table in tables:
+        con.execute(f"DELETE FROM {table} WHERE run_id = ? AND rank = ?", [run_id, rank])
+
+
+def _analysis_tables(con) -> tuple[str, ...]:
+    rows = con.execute(
+        "SELECT table_name FROM duckdb_columns() WHERE column_name = 'rank' "
+        "AND table_name NOT IN ('events', 'steps', 'threads', 'traces') "
+        "AND NOT internal AND database_name = current_database() AND schema_name = 'main' "
+        "AND table_name IN (SELECT table_name FROM duckdb_tables())"
+    ).fetchall()
+    return tuple(sorted({row[0] for row in rows}))
+
+
+def _get_or_create_run(con, name: str, meta: dict, parsed: list[ParsedTrace]) -> int:
+    row = con.execute("SELECT run_id, meta FROM runs WHERE name = ?", [name]).fetchone()
+    if row:
+        merged = {**json.loads(row[1]), **meta}
+        con.execute("UPDATE runs SET meta = ? WHERE run_id = ?", [json.dumps(merged), row[0]])
+        return row[0]
+    run_id = con.execute("SELECT nextval('run_id_seq')").fetchone()[0]
+    con.execute(
+        "INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
+        [run_id, name, _now(), json.dumps(meta), _run_origin(parsed)],
+    )
+    return run_id
+
+
+def _run_origin(parsed: list[ParsedTrace]) -> Decimal:
+    """Whole epoch microsecond at or before the earliest event of the batch."""
+    starts = [t.min_ts * t.ts_scale + t.ts_offset_us for t in parsed if t.min_ts is not None]
+    return min(starts).to_integral_value(ROUND_FLOOR) if starts else Decimal(0)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _load_trace(con, trace: ParsedTrace, run_id: int) -> None:
+    origin = con.execute("SELECT origin_ts FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]
+    _stage_raw_events(con, trace)
+    _check_durations(con, trace)
+    params = {
+        "run_id": run_id, "rank": trace.rank, "origin_ts": origin,
+        "ts_offset_us": trace.ts_offset_us, "ts_scale": trace.ts_scale,
+    }
+    con.execute(sqlfiles.load("ingest/events.sql"), params)
+    for derived in ("ingest/threads.sql", "ingest/steps.sql"):
+        con.execute(sqlfiles.load(derived), {"run_id": run_id, "rank": trace.rank})
+    _insert_trace_row(con, trace, run_id)
+    con.execute("DROP TABLE raw_events; DROP TABLE raw_ts")
+
+
+def _stage_raw_events(con, trace: ParsedTrace) -> None:
+    """raw_events(event_id, json) in file order, and raw_ts(event_id, ts_text)."""
+    with tempfile.TemporaryDirectory(prefix="ctda-ingest-") as folder:
+        events_file = Path(folder) / "events.json"
+        events_file.write_bytes(trace.events_json)
+        con.execute(
+            "CREATE TEMP TABLE raw_events AS SELECT row_number() OVER () - 1 AS event_id, json "
+            "FROM read_json_objects(?, format = 'array', maximum_object_size = 1073741824)",
+            [str(events_file)],
+        )
+    ts_table = pa.table({
+        "event_id": pa.array(range(trace.event_count), pa.int64()),
+        "ts_text": pa.array(trace.ts_texts, pa.string()),
+    })
+    con.register("ts_arrow", ts_table)
+    con.execute("CREATE TEMP TABLE raw_ts AS SELECT * FROM ts_arrow")
+    con.unregister("ts_arrow")
+
+
+def _check_durations(con, trace: ParsedTrace) -> None:
+    bad = con.execute(
+        "SELECT event_id, json ->> 'dur' FROM raw_events "
+        "WHERE json_exists(json, '$.dur') AND json ->> 'dur' IS NOT NULL "
+        "AND (TRY_CAST(json ->> 'dur' AS DOUBLE) IS NULL OR isnan(TRY_CAST(json ->> 'dur' AS DOUBLE)) "
+        "     OR TRY_CAST(json ->> 'dur' AS DOUBLE) < 0) "
+        "ORDER BY event_id LIMIT 1"
+    ).fetchone()
+    if bad:
+        raise BadTraceError(trace.path, f"event {bad[0]} has an invalid duration ({bad[1]})")
+
+
+def _insert_trace_row(con, trace: ParsedTrace, run_id: int) -> None:
+    meta = dict(trace.meta)
+    info = meta.pop("distributedInfo", None)
+    devices = meta.pop("deviceProperties", None)
+    schema_version = meta.pop("schemaVersion", None)
+    trace_name = meta.pop("traceName", None)
+    world_size = info.get("world_size") if isinstance(info, dict) else None
+    con.execute(
+        "INSERT INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            run_id, trace.rank, str(trace.path.resolve()), trace.sha256, trace.file_bytes,
+            world_size, trace.event_count, trace.rank_source, trace.time_resolution,
+            trace.ts_offset_us, None if schema_version is None else str(schema_version),
+            trace_name, _json_or_null(info), _json_or_null(devices), json.dumps(meta), _now(),
+        ],
+    )
+
+
+def _json_or_null(value) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+def _loaded_line(con, trace: ParsedTrace, run_id: int) -> str:
+    steps = con.execute(
+        "SELECT count(*) FILTER (WHERE NOT whole_trace) FROM steps WHERE run_id = ? AND rank = ?",
+        [run_id, trace.rank],
+    ).fetchone()[0]
+    step_text = f"{steps} steps" if steps else "no ProfilerStep annotations (one whole-trace step)"
+    return (
+        f"{trace.path.name}: rank {trace.rank} (from {trace.rank_source}), "
+        f"{trace.event_count:,} events, {step_text}, {trace.time_resolution} timestamps"
+    )
+
+
+def _odd_field_warnings(con, trace: ParsedTrace, run_id: int) -> list[str]:
+    params = {"run_id": run_id, "rank": trace.rank}
+    counts = con.execute(sqlfiles.load("ingest/odd_fields.sql"), params).fetchone()
+    labels = ("complete events without dur", "string pid/tid lanes", "events without cat",
+              "flow ends without a start", "events with extra keys beyond the Kineto ones")
+    odd = [f"{n:,} {label}" for n, label in zip(counts, labels) if n]
+    if not odd:
+        return []
+    return [f"{trace.path.name}: kept events with odd but recoverable fields: " + "; ".join(odd)]

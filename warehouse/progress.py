@@ -1,0 +1,20 @@
+"""Progress bars on stderr for long work (hidden when not asked for or not a terminal)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+@contextmanager
+def progress_bar(label: str, total: int, visible: bool = True):
+    """Yield an `advance()` callable; draws a bar on stderr only when visible."""
+    if not visible:
+        yield lambda: None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda: bar.advance(task)

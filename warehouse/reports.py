@@ -1,0 +1,133 @@
+"""Saved SQL reports: one .sql file each, with a header naming its parameters.
+
+    -- name: hotspots
+    -- description: one line saying what the report answers
+    -- param: run VARCHAR = NULL      run name; all runs when NULL
+    -- param: top INTEGER = 20        rows to keep
+
+Parameters are bound as DuckDB named parameters ($run, $top), never pasted into the SQL.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from .errors import CtdaError
+
+_PARAM_LINE = re.compile(
+    r"^--\s*param:\s*(?P<name>[A-Za-z_]\w*)\s+(?P<type>[A-Za-z]+)\s*(?:=\s*(?P<default>\S+))?\s*(?P<help>.*)$"
+)
+_TYPES = {"VARCHAR": str, "INTEGER": int, "BIGINT": int, "DOUBLE": float, "BOOLEAN": bool}
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+@dataclass
+class Param:
+    name: str
+    type: str
+    default: object
+    help: str
+
+    def convert(self, text: str):
+        """The user's text as a value of the declared type, or a CtdaError saying why not."""
+        if text.upper() == "NULL":
+            return None
+        try:
+            return _convert(self.type, text)
+        except ValueError:
+            raise CtdaError(f"parameter {self.name} must be {self.type}, got {text!r}") from None
+
+
+def _convert(type_name: str, text: str):
+    if type_name == "BOOLEAN":
+        lowered = text.lower()
+        if lowered not in _TRUE | _FALSE:
+            raise ValueError(text)
+        return lowered in _TRUE
+    return _TYPES[type_name](text)
+
+
+@dataclass
+class Report:
+    name: str
+    description: str
+    sql: str
+    source: str
+    params: list[Param] = field(default_factory=list)
+
+    def bind(self, given: dict[str, str]) -> dict[str, object]:
+        """Declared parameters with the user's values (converted) over the defaults."""
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            choices = ", ".join(known) or "none"
+            raise CtdaError(f"report {self.name} has no parameter {unknown[0]!r} (parameters: {choices})")
+        return {p.name: p.convert(given[p.name]) if p.name in given else p.default for p in self.params}
+
+
+def parse_report(text: str, source: str, fallback_name: str) -> Report:
+    name, description, params = fallback_name, "", []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped.startswith("--"):
+            break
+        if stripped.startswith("-- name:"):
+            name = stripped.split(":", 1)[1].strip()
+        elif stripped.startswith("-- description:"):
+            description = stripped.split(":", 1)[1].strip()
+        elif match := _PARAM_LINE.match(stripped):
+            params.append(_param_from(match, source))
+    return Report(name=name, description=description, sql=text, source=source, params=params)
+
+
+def _param_from(match: re.Match, source: str) -> Param:
+    type_name = match["type"].upper()
+    if type_name not in _TYPES:
+        raise CtdaError(f"{source}: parameter {match['name']} has unknown type {type_name}")
+    default_text = match["default"]
+    default = None if default_text in (None, "NULL") else _convert(type_name, default_text.strip("'"))
+    return Param(match["name"], type_name, default, match["help"].strip())
+
+
+def bundled_reports() -> dict[str, Report]:
+    folder = resources.files("queries")
+    found = {}
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            report = parse_report(entry.read_text(encoding="utf-8"), f"queries/{entry.name}", entry.name[:-4])
+            found[report.name] = report
+    return found
+
+
+def folder_reports(folder: Path) -> dict[str, Report]:
+    if not folder.is_dir():
+        raise CtdaError(f"reports folder {folder} does not exist")
+    found = {}
+    for path in sorted(folder.glob("*.sql")):
+        report = parse_report(path.read_text(encoding="utf-8"), str(path), path.stem)
+        found[report.name] = report
+    return found
+
+
+def all_reports(extra_folders: list[Path] | None = None) -> dict[str, Report]:
+    """Bundled reports, shadowed by the user's folders (later folders win)."""
+    reports = bundled_reports()
+    for folder in extra_folders or []:
+        reports.update(folder_reports(Path(folder)))
+    return dict(sorted(reports.items()))
+
+
+def find_report(name: str, extra_folders: list[Path] | None = None) -> Report:
+    reports = all_reports(extra_folders)
+    if name not in reports:
+        raise CtdaError(f"no report named {name!r}; available: {', '.join(reports)}")
+    return reports[name]
+
+
+def run_report(con, report: Report, given: dict[str, str]):
+    """Execute the report with bound parameters; returns the DuckDB relation result."""
+    return con.execute(report.sql, report.bind(given))

@@ -1,0 +1,25 @@
+"""SQL kept as .sql files in the `sql` and `queries` packages, read with importlib.resources."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+import duckdb
+
+
+@lru_cache(maxsize=None)
+def load(name: str, package: str = "sql") -> str:
+    """Text of `name` (a path like 'ingest/events.sql') inside `package`."""
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
+
+
+def names(folder: str, package: str = "sql") -> list[str]:
+    """Sorted .sql file names directly inside `folder` of `package`."""
+    base = resources.files(package).joinpath(folder) if folder else resources.files(package)
+    return sorted(entry.name for entry in base.iterdir() if entry.name.endswith(".sql"))
+
+
+def statements(sql_text: str) -> list[str]:
+    """Split a .sql file into statements with DuckDB's own parser (comments and literals safe)."""
+    return [statement.query for statement in duckdb.extract_statements(sql_text)]
