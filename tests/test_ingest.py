@@ -1,0 +1,254 @@
+"""Ingest: lossless events, exact timestamps, ranks, steps, thread roles, re-ingest and runs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from warehouse.tracebuilder import TraceBuilder
+
+
+def fetch(db_path: Path, sql: str, params: list | None = None) -> list[tuple]:
+    """Rows of one query on a read-only connection that is closed right away."""
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+def file_events(path: Path) -> list[dict]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        return json.load(handle)["traceEvents"]
+
+
+# ---- lossless ---------------------------------------------------------------------------
+
+def every_kind_trace(b: TraceBuilder) -> TraceBuilder:
+    """One event of each kind Kineto writes, with the extra keys flows and instants carry."""
+    main = b.thread(100, "pt_main_thread")
+    b.step(1, main, ts=0, dur=100)
+    op = b.cpu_op(main, "aten::mm", ts=10, dur=30, **{"Input Dims": [[2, 3], [3, 4]]})
+    b.events.append({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "s": "t",
+                     "pid": b.pid, "tid": 100, "ts": b.base_ts + 15, "args": {"Bytes": 64}})
+    b.events.append({"ph": "s", "cat": "fwdbwd", "name": "fwdbwd", "id": 7,
+                     "pid": b.pid, "tid": 100, "ts": op["ts"]})
+    b.events.append({"ph": "f", "cat": "fwdbwd", "name": "fwdbwd", "id": 7, "bp": "e",
+                     "pid": b.pid, "tid": 100, "ts": b.base_ts + 60})
+    b.events.append({"ph": "C", "name": "GPU 0 memory", "pid": b.pid, "tid": 100,
+                     "ts": b.base_ts + 70, "args": {"allocated": 1.5}})
+    return b
+
+
+def test_every_event_is_kept_in_file_order_with_args_and_extra_keys(builder, tmp_path, run_cli, db_path):
+    path = every_kind_trace(builder).write(tmp_path / "kinds.json")
+    assert run_cli("ingest", str(path)).code == 0
+    expected = file_events(path)
+    rows = fetch(db_path, "SELECT event_id, name, ph, args, extra FROM events ORDER BY event_id")
+    assert [r[0] for r in rows] == list(range(len(expected)))
+    assert [(r[1], r[2]) for r in rows] == [(e["name"], e["ph"]) for e in expected]
+    assert {"X", "i", "s", "f", "M", "C"} <= {r[2] for r in rows}
+    for row, event in zip(rows, expected):
+        assert (json.loads(row[3]) if row[3] else None) == event.get("args")
+
+
+def test_flow_and_instant_keys_land_in_extra(builder, tmp_path, run_cli, db_path):
+    path = every_kind_trace(builder).write(tmp_path / "kinds.json")
+    run_cli("ingest", str(path))
+    extras = dict(fetch(db_path, "SELECT ph, extra FROM events WHERE ph IN ('i', 's', 'f')"))
+    assert json.loads(extras["i"]) == {"s": "t"}
+    assert json.loads(extras["s"]) == {"id": 7}
+    assert json.loads(extras["f"]) == {"id": 7, "bp": "e"}
+
+
+def test_event_count_matches_trace_events(builder, tmp_path, run_cli, db_path):
+    path = every_kind_trace(builder).write(tmp_path / "kinds.json.gz")
+    run_cli("ingest", str(path))
+    counted = fetch(db_path, "SELECT (SELECT count(*) FROM events), event_count FROM traces")
+    assert counted == [(len(file_events(path)),) * 2]
+
+
+# ---- timestamps -------------------------------------------------------------------------
+
+NS_TS = ("1712195495519689.047", "1712195495519689.048", "1712195495519790.999")
+
+
+def ns_trace_text() -> str:
+    """Timestamps with nanosecond digits, written as text: a float64 would round them."""
+    events = [
+        f'{{"ph": "X", "cat": "cpu_op", "name": "op{i}", "pid": 1, "tid": 1, "ts": {ts}, "dur": 1.5}}'
+        for i, ts in enumerate(NS_TS)
+    ]
+    return '{"distributedInfo": {"rank": 0}, "traceEvents": [' + ", ".join(events) + "]}"
+
+
+def test_nanosecond_digits_are_kept_exactly(tmp_path, run_cli, db_path):
+    path = tmp_path / "ns.json"
+    path.write_text(ns_trace_text())
+    run_cli("ingest", str(path))
+    rows = fetch(db_path, "SELECT ts_raw, ts_us FROM events ORDER BY event_id")
+    assert [r[0] for r in rows] == [Decimal(ts) for ts in NS_TS]
+    assert rows[1][1] - rows[0][1] == pytest.approx(0.001, abs=1e-9)
+    assert rows[2][1] - rows[0][1] == pytest.approx(101.952, abs=1e-9)
+    assert fetch(db_path, "SELECT time_resolution FROM traces") == [("ns",)]
+
+
+def test_whole_microsecond_trace_is_us_resolution(builder, tmp_path, run_cli, db_path):
+    every_kind_trace(builder).write(tmp_path / "us.json")
+    run_cli("ingest", str(tmp_path / "us.json"))
+    assert fetch(db_path, "SELECT time_resolution FROM traces") == [("us",)]
+
+
+def test_ranks_of_one_run_share_the_time_origin(tmp_path, run_cli, db_path):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for rank in (0, 1):
+        b = TraceBuilder(rank=rank)
+        b.step(1, b.thread(100), ts=1000.5 * rank + 3, dur=10)  # rank 1 starts 1000.5 µs later
+        b.write(folder / f"rank-{rank}.json")
+    run_cli("ingest", str(folder))
+    starts = dict(fetch(db_path, "SELECT rank, start_us FROM steps"))
+    assert starts[1] - starts[0] == pytest.approx(1000.5, abs=1e-9)
+    origin = fetch(db_path, "SELECT origin_ts FROM runs")[0][0]
+    assert origin == Decimal(TraceBuilder().base_ts + 3)
+    assert starts[0] == pytest.approx(0.0)
+
+
+# ---- ranks ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("file_name", "info_rank", "rank", "source"),
+    [
+        ("trace.json", 5, 5, "distributedInfo"),
+        ("worker_rank-3.json", None, 3, "file name"),
+        ("rank3.json.gz", None, 3, "file name"),
+        ("rank-7.json", 2, 2, "distributedInfo"),
+        ("trace.json", None, 0, "default"),
+    ],
+)
+def test_rank_comes_from_distributed_info_then_file_name_then_zero(
+    tmp_path, run_cli, db_path, file_name, info_rank, rank, source
+):
+    b = TraceBuilder(rank=info_rank)
+    b.cpu_op(b.thread(100), "aten::add", ts=0, dur=5)
+    result = run_cli("ingest", str(b.write(tmp_path / file_name)))
+    assert f"rank {rank} (from {source})" in result.out
+    assert fetch(db_path, "SELECT rank, rank_source FROM traces") == [(rank, source)]
+
+
+def test_folder_of_rank_files_is_one_run_with_every_rank(tmp_path, run_cli, db_path):
+    folder = tmp_path / "job42"
+    folder.mkdir()
+    for rank in range(4):
+        b = TraceBuilder(rank=None)
+        b.step(1, b.thread(100), ts=rank, dur=10)
+        b.write(folder / f"rank-{rank}.json.gz")
+    result = run_cli("ingest", str(folder))
+    assert result.code == 0
+    assert fetch(db_path, "SELECT name FROM runs") == [("job42",)]
+    assert fetch(db_path, "SELECT rank FROM traces ORDER BY rank") == [(r,) for r in range(4)]
+
+
+# ---- steps ------------------------------------------------------------------------------
+
+def test_one_step_per_profiler_step_annotation(builder, tmp_path, run_cli, db_path):
+    main = builder.thread(100, "pt_main_thread")
+    for number, start in ((4, 0), (5, 100), (6, 250)):
+        builder.step(number, main, ts=start, dur=90)
+        builder.cpu_op(main, "aten::mm", ts=start + 5, dur=50)
+    run_cli("ingest", str(builder.write(tmp_path / "steps.json")))
+    rows = fetch(db_path, "SELECT step, name, start_us, end_us, whole_trace FROM steps ORDER BY step")
+    assert rows == [
+        (4, "ProfilerStep#4", 0.0, 90.0, False),
+        (5, "ProfilerStep#5", 100.0, 190.0, False),
+        (6, "ProfilerStep#6", 250.0, 340.0, False),
+    ]
+
+
+def test_trace_without_steps_gets_one_whole_trace_step(builder, tmp_path, run_cli, db_path):
+    main = builder.thread(100)
+    builder.cpu_op(main, "aten::add", ts=10, dur=5)
+    builder.launch(main, ts=20, dur=3, kernel="add_kernel", stream=7, kernel_ts=30, kernel_dur=40)
+    result = run_cli("ingest", str(builder.write(tmp_path / "nosteps.json")))
+    assert "one whole-trace step" in result.out
+    rows = fetch(db_path, "SELECT start_us, end_us, whole_trace FROM steps")
+    assert rows == [(0.0, 60.0, True)]
+
+
+# ---- threads ----------------------------------------------------------------------------
+
+def roles(db_path: Path) -> dict[str, str]:
+    return dict(fetch(db_path, "SELECT tid, role FROM threads"))
+
+
+def test_autograd_thread_found_by_its_name(builder, tmp_path, run_cli, db_path):
+    main = builder.thread(100, "pt_main_thread")
+    autograd = builder.thread(200, "pt_autograd_0")
+    builder.step(1, main, ts=0, dur=100)
+    builder.cpu_op(main, "aten::mm", ts=5, dur=10)
+    builder.cpu_op(autograd, "aten::mm", ts=50, dur=10)
+    builder.launch(main, ts=6, dur=2, kernel="gemm", stream=7, kernel_ts=10, kernel_dur=5)
+    run_cli("ingest", str(builder.write(tmp_path / "named.json")))
+    assert roles(db_path) == {"100": "main", "200": "autograd", "7": "stream"}
+
+
+def test_autograd_thread_found_by_backward_nodes_when_names_are_generic(builder, tmp_path, run_cli, db_path):
+    main = builder.thread(100, "python3")
+    backward = builder.thread(200, "python3")
+    builder.step(1, main, ts=0, dur=100)
+    builder.cpu_op(main, "aten::linear", ts=5, dur=10)
+    builder.cpu_op(backward, "autograd::engine::evaluate_function: MmBackward0", ts=50, dur=10)
+    run_cli("ingest", str(builder.write(tmp_path / "generic.json")))
+    assert roles(db_path) == {"100": "main", "200": "autograd"}
+
+
+def test_accumulate_grad_on_the_main_thread_does_not_make_it_autograd(builder, tmp_path, run_cli, db_path):
+    main = builder.thread(100, "pt_main_thread")
+    poller = builder.thread(300)
+    builder.step(1, main, ts=0, dur=100)
+    builder.cpu_op(main, "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", ts=5, dur=5)
+    builder.cpu_op(main, "torch::autograd::AccumulateGrad", ts=6, dur=3)
+    builder.runtime(poller, "cudaEventQuery", ts=20, dur=0)
+    run_cli("ingest", str(builder.write(tmp_path / "accumulate.json")))
+    assert roles(db_path) == {"100": "main", "300": "other"}
+
+
+# ---- re-ingest, replace, metadata -------------------------------------------------------
+
+def test_same_file_again_is_skipped_with_a_message(builder, tmp_path, run_cli, db_path):
+    path = every_kind_trace(builder).write(tmp_path / "again.json")
+    run_cli("ingest", str(path))
+    second = run_cli("ingest", str(path))
+    assert second.code == 0
+    assert "already ingested" in second.err and "--replace" in second.err
+    assert "0 loaded, 1 skipped" in second.out
+    assert fetch(db_path, "SELECT count(*) FROM traces") == [(1,)]
+
+
+def test_replace_reloads_without_duplicates(builder, tmp_path, run_cli, db_path):
+    path = every_kind_trace(builder).write(tmp_path / "again.json")
+    run_cli("ingest", str(path))
+    before = fetch(db_path, "SELECT count(*) FROM events")[0][0]
+    result = run_cli("ingest", str(path), "--replace")
+    assert result.code == 0 and "1 loaded" in result.out
+    counts = fetch(db_path, "SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM traces), "
+                            "(SELECT count(*) FROM steps), (SELECT count(*) FROM runs)")
+    assert counts == [(before, 1, 1, 1)]
+
+
+def test_meta_lands_in_runs_with_numbers_typed(builder, tmp_path, run_cli, db_path):
+    path = every_kind_trace(builder).write(tmp_path / "meta.json")
+    run_cli("ingest", str(path), "--run", "exp1", "--meta", "batch_size=32",
+            "--meta", "lr=0.001", "--meta", "framework=fsdp")
+    name, meta = fetch(db_path, "SELECT name, meta FROM runs")[0]
+    assert name == "exp1"
+    assert json.loads(meta) == {"batch_size": 32, "lr": 0.001, "framework": "fsdp"}
+
+
+def test_meta_without_equals_sign_is_an_error(builder, tmp_path, run_cli):
+    path = every_kind_trace(builder).write(tmp_path / "meta.json")
+    result = run_cli("ingest", str(path), "--meta", "batch_size")
+    assert result.code == 1 and result.err.startswith("error:") and "KEY=VALUE" in result.err
