@@ -46,12 +46,14 @@ def _meta_value(text: str):
 # ---- commands ---------------------------------------------------------------------------
 
 def cmd_ingest(args) -> int:
+    from .experiments import refresh_run_meta
     from .ingest import ingest
 
     meta = {k: _meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
     con = connect(resolve_db_path(args.db))
     result = ingest(con, args.paths, run_name=args.run, meta=meta, replace=args.replace,
                     show_progress=not args.quiet)
+    refresh_run_meta(con)  # new --meta keys become run_meta columns
     for line in result.loaded:
         print(f"ingested {line}")
     for line in result.skipped + result.warnings:
