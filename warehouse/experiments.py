@@ -103,4 +103,6 @@ def _scalar_type(value) -> str:
     # mixed or null values become text; nested objects stay JSON
     if not isinstance(value, str):
         return "JSON"
+    if value == "UBIGINT":
+        return "BIGINT"
     return "VARCHAR" if value in ("JSON", "NULL") else value

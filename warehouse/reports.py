@@ -10,6 +10,7 @@ Parameters are bound as DuckDB named parameters ($run, $top), never pasted into 
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -20,6 +21,7 @@ from .errors import CtdaError
 _PARAM_LINE = re.compile(
     r"^--\s*param:\s*(?P<name>[A-Za-z_]\w*)\s+(?P<type>[A-Za-z]+)\s*(?:=\s*(?P<default>\S+))?\s*(?P<help>.*)$"
 )
+REPORTS_ENV = "CTDA_REPORTS"
 _TYPES = {"VARCHAR": str, "INTEGER": int, "BIGINT": int, "DOUBLE": float, "BOOLEAN": bool}
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -113,10 +115,16 @@ def folder_reports(folder: Path) -> dict[str, Report]:
     return found
 
 
+def configured_folders() -> list[Path]:
+    """Report folders from $CTDA_REPORTS (os.pathsep-separated), in order."""
+    value = os.environ.get(REPORTS_ENV, "")
+    return [Path(part) for part in value.split(os.pathsep) if part.strip()]
+
+
 def all_reports(extra_folders: list[Path] | None = None) -> dict[str, Report]:
-    """Bundled reports, shadowed by the user's folders (later folders win)."""
+    """Bundled reports, shadowed by $CTDA_REPORTS folders, then by `extra_folders` (later win)."""
     reports = bundled_reports()
-    for folder in extra_folders or []:
+    for folder in configured_folders() + list(extra_folders or []):
         reports.update(folder_reports(Path(folder)))
     return dict(sorted(reports.items()))
 

@@ -1,0 +1,89 @@
+"""What completion knows about the warehouse, fetched lazily and cached between keystrokes."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import duckdb
+
+from warehouse import sqlfiles
+
+# the LIMIT of shell/event_names.sql
+EVENT_NAME_LIMIT = 50
+
+
+class Catalog:
+    """Tables, columns, functions, keywords, reports, run and event names of one database.
+
+    Queries go through a cursor of their own, so completion never disturbs the session's
+    connection. `forget()` drops what DDL or an ingest may have changed.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self._con = con
+        self._event_names: dict[str, list[str]] = {}
+
+    def _rows(self, sql: str, params=None) -> list[tuple]:
+        try:
+            return self._con.cursor().execute(sql, params).fetchall()
+        except duckdb.Error:
+            return []  # e.g. no events table yet: nothing to offer
+
+    def forget(self) -> None:
+        for name in ("columns", "run_names"):
+            self.__dict__.pop(name, None)
+        self._event_names.clear()
+
+    @cached_property
+    def columns(self) -> dict[str, list[str]]:
+        """Table or view name -> its column names, in order."""
+        tables: dict[str, list[str]] = {}
+        for table, column in self._rows(sqlfiles.load("shell/catalog_columns.sql")):
+            tables.setdefault(table, []).append(column)
+        return tables
+
+    @property
+    def tables(self) -> list[str]:
+        return sorted(self.columns)
+
+    @cached_property
+    def functions(self) -> list[tuple[str, str]]:
+        """(name, kind) of every function, macro and UDF."""
+        return [(name, kind) for name, kind, _ in self._rows(sqlfiles.load("shell/catalog_functions.sql"))]
+
+    @cached_property
+    def keywords(self) -> list[str]:
+        return sorted(row[0].upper() for row in self._rows("SELECT keyword_name FROM duckdb_keywords()"))
+
+    @cached_property
+    def run_names(self) -> list[str]:
+        return [row[0] for row in self._rows(sqlfiles.load("shell/run_names.sql"))]
+
+    def event_names(self, prefix: str) -> list[str]:
+        """The most frequent event names starting with `prefix`, cached per prefix."""
+        if prefix not in self._event_names:
+            self._event_names[prefix] = self._narrowed(prefix) or self._fetch_event_names(prefix)
+        return self._event_names[prefix]
+
+    def _narrowed(self, prefix: str) -> list[str] | None:
+        # a shorter prefix whose list was not cut by the LIMIT already holds every match
+        for known, names in self._event_names.items():
+            if prefix.lower().startswith(known.lower()) and len(names) < EVENT_NAME_LIMIT:
+                return [n for n in names if n.lower().startswith(prefix.lower())]
+        return None
+
+    def _fetch_event_names(self, prefix: str) -> list[str]:
+        pattern = _escape_like(prefix) + "%"
+        return [row[0] for row in self._rows(sqlfiles.load("shell/event_names.sql"), [pattern])]
+
+    def reports(self) -> dict:
+        from warehouse.reports import all_reports
+
+        try:
+            return all_reports()
+        except Exception:  # a broken user report folder must not break typing
+            return {}
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
