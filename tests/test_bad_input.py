@@ -1,0 +1,232 @@
+"""Bad input: one `error:` line naming the file and the problem, non-zero exit, no traceback,
+and a database exactly as it was before (checked on an already-populated database)."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from warehouse.tracebuilder import TraceBuilder
+
+# ---- helpers ----------------------------------------------------------------------------
+
+def snapshot(db_path: Path) -> dict:
+    """Row counts of every table plus the runs rows: what a failed ingest must not change."""
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        tables = [r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' ORDER BY 1").fetchall()]
+        counts = {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+        runs = con.execute("SELECT * FROM runs ORDER BY run_id").fetchall()
+        traces = con.execute("SELECT run_id, rank, file_sha256 FROM traces ORDER BY ALL").fetchall()
+    return {"counts": counts, "runs": runs, "traces": traces}
+
+
+def good_trace(path: Path, rank: int = 0, shift: float = 0) -> Path:
+    b = TraceBuilder(rank=rank)
+    main = b.thread(100, "pt_main_thread")
+    b.step(1, main, ts=shift, dur=100)
+    b.cpu_op(main, "aten::mm", ts=shift + 10, dur=20)
+    return b.write(path)
+
+
+@pytest.fixture
+def populated(tmp_path, run_cli, db_path) -> dict:
+    """A database holding one run already; returns its snapshot."""
+    assert run_cli("ingest", str(good_trace(tmp_path / "existing.json.gz"))).code == 0
+    return snapshot(db_path)
+
+
+def assert_clean_failure(result_code: int, out: str, err: str, *needles: str) -> None:
+    """Non-zero exit, one `error:` line on stderr naming each needle, no traceback."""
+    assert result_code != 0
+    assert "Traceback" not in out + err
+    error_lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1, err
+    for needle in needles:
+        assert needle in error_lines[0], err
+
+
+def console_script() -> str:
+    """The installed `ctda-sql` script (beside this interpreter when PATH lacks it)."""
+    found = shutil.which("ctda-sql") or Path(sys.executable).with_name("ctda-sql")
+    assert Path(found).exists(), "the ctda-sql console script is not installed"
+    return str(found)
+
+
+def run_script(db_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([console_script(), "--db", str(db_path), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+# ---- bad files --------------------------------------------------------------------------
+
+def _events_text(*events: str) -> str:
+    return '{"schemaVersion": 1, "traceEvents": [' + ", ".join(events) + "]}"
+
+
+_OK_EVENT = '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1700000000000000, "dur": 5}'
+
+
+def _truncated_gzip(path: Path) -> None:
+    good = gzip.compress(_events_text(*[_OK_EVENT] * 50).encode())
+    path.write_bytes(good[: len(good) // 2])
+
+
+# (case id, file name, file content or writer, words the error line must contain)
+BAD_FILES = [
+    ("empty", "empty.json", "", "file is empty"),
+    ("truncated_gz", "cut.json.gz", _truncated_gzip, "truncated or corrupt gzip"),
+    ("invalid_json", "broken.json", '{"traceEvents": [{"ph": "X",', "invalid JSON"),
+    ("top_level_list", "list.json", "[" + _OK_EVENT + "]", "not a Kineto trace"),
+    ("no_trace_events", "other.json", '{"schemaVersion": 1, "events": []}', "no traceEvents"),
+    ("events_not_a_list", "scalar.json", '{"traceEvents": 5}', "traceEvents"),
+    ("missing_ts", "nots.json",
+     _events_text(_OK_EVENT, '{"ph": "X", "name": "aten::add", "pid": 1, "tid": 1, "dur": 1}'),
+     "event 1 has no 'ts' field"),
+    ("missing_name", "noname.json",
+     _events_text('{"ph": "X", "pid": 1, "tid": 1, "ts": 1700000000000001, "dur": 1}'),
+     "event 0 has no 'name' field"),
+    ("negative_dur", "negative.json",
+     _events_text(_OK_EVENT, '{"ph": "X", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1700000000000001, "dur": -3}'),
+     "event 1 has an invalid duration"),
+    ("nan_dur", "nan.json",
+     _events_text('{"ph": "X", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1700000000000001, "dur": NaN}'),
+     "NaN"),
+]
+
+BAD_CONTENT = {case[0]: case[2] for case in BAD_FILES}
+
+
+def write_bad_file(folder: Path, name: str, content) -> Path:
+    path = folder / name
+    if callable(content):
+        content(path)
+    else:
+        path.write_text(content)
+    return path
+
+
+@pytest.mark.parametrize(("name", "content", "problem"), [c[1:] for c in BAD_FILES],
+                         ids=[c[0] for c in BAD_FILES])
+def test_bad_file_is_refused_and_db_unchanged(tmp_path, run_cli, db_path, populated, name, content, problem):
+    path = write_bad_file(tmp_path, name, content)
+    result = run_cli("ingest", str(path))
+    assert_clean_failure(result.code, result.out, result.err, name, problem)
+    assert snapshot(db_path) == populated
+
+
+@pytest.mark.parametrize(("name", "content", "problem"), [c[1:] for c in BAD_FILES],
+                         ids=[c[0] for c in BAD_FILES])
+def test_console_script_prints_no_traceback_for_bad_file(tmp_path, db_path, populated, name, content, problem):
+    path = write_bad_file(tmp_path, name, content)
+    done = run_script(db_path, "ingest", str(path))
+    assert_clean_failure(done.returncode, done.stdout, done.stderr, name, problem)
+    assert snapshot(db_path) == populated
+
+
+def test_missing_path_is_refused(tmp_path, run_cli, db_path, populated):
+    missing = tmp_path / "nowhere" / "rank-0.json.gz"
+    result = run_cli("ingest", str(missing))
+    assert_clean_failure(result.code, result.out, result.err, str(missing), "no such file")
+    assert snapshot(db_path) == populated
+
+
+def test_missing_path_via_console_script(tmp_path, db_path, populated):
+    missing = tmp_path / "nowhere.json"
+    done = run_script(db_path, "ingest", str(missing))
+    assert_clean_failure(done.returncode, done.stdout, done.stderr, str(missing), "no such file")
+    assert snapshot(db_path) == populated
+
+
+def test_folder_without_traces_is_refused(tmp_path, run_cli, db_path, populated):
+    empty = tmp_path / "empty_folder"
+    empty.mkdir()
+    result = run_cli("ingest", str(empty))
+    assert_clean_failure(result.code, result.out, result.err, str(empty), "no trace files")
+    assert snapshot(db_path) == populated
+
+
+# ---- batches: all or nothing ------------------------------------------------------------
+
+def test_batch_with_unreadable_second_file_loads_nothing(tmp_path, run_cli, db_path, populated):
+    first = good_trace(tmp_path / "rank-0.json")
+    second = write_bad_file(tmp_path, "rank-1.json", '{"traceEvents": [')
+    result = run_cli("ingest", str(first), str(second), "--run", "batch")
+    assert_clean_failure(result.code, result.out, result.err, "rank-1.json", "invalid JSON")
+    assert snapshot(db_path) == populated
+
+
+def test_batch_failing_while_loading_second_file_loads_nothing(tmp_path, db_path, populated):
+    """The negative duration is found inside the transaction, after rank 0 was written."""
+    first = good_trace(tmp_path / "rank-0.json")
+    second = write_bad_file(tmp_path, "rank-1.json", BAD_CONTENT["negative_dur"])
+    done = run_script(db_path, "ingest", str(first), str(second), "--run", "batch")
+    assert_clean_failure(done.returncode, done.stdout, done.stderr, "rank-1.json", "invalid duration")
+    assert snapshot(db_path) == populated
+
+
+def test_ctrl_c_on_second_file_exits_130_and_leaves_db_unchanged(tmp_path, run_cli, db_path, populated, monkeypatch):
+    import warehouse.ingest
+
+    original = warehouse.ingest._insert_trace_row
+    calls = []
+
+    def interrupt_on_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(warehouse.ingest, "_insert_trace_row", interrupt_on_second)
+    files = [str(good_trace(tmp_path / f"rank-{r}.json", rank=r, shift=r)) for r in (0, 1)]
+    result = run_cli("ingest", *files, "--run", "interrupted")
+    assert result.code == 130
+    assert "interrupted" in result.err and "Traceback" not in result.out + result.err
+    assert len(calls) == 2
+    assert snapshot(db_path) == populated
+
+
+# ---- a database held by another process -------------------------------------------------
+
+_HOLD_DB = (
+    "import duckdb, sys\n"
+    "con = duckdb.connect(sys.argv[1])\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+@contextmanager
+def write_lock_held(db_path: Path):
+    """Hold a write connection on the database in another process (DuckDB locks per process)."""
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_DB, str(db_path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        yield
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def test_locked_database_is_reported_and_left_alone(tmp_path, db_path, populated):
+    new_trace = good_trace(tmp_path / "new.json", shift=5)
+    with write_lock_held(db_path):
+        done = run_script(db_path, "ingest", str(new_trace))
+    assert_clean_failure(done.returncode, done.stdout, done.stderr, str(db_path), "locked")
+    assert snapshot(db_path) == populated
+
+
+def test_locked_database_in_process(tmp_path, db_path, populated, run_cli):
+    new_trace = good_trace(tmp_path / "new.json", shift=5)
+    with write_lock_held(db_path):
+        result = run_cli("ingest", str(new_trace))
+    assert_clean_failure(result.code, result.out, result.err, str(db_path), "locked")
+    assert snapshot(db_path) == populated
