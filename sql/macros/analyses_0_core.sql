@@ -1,0 +1,94 @@
+-- Building blocks of the trace analyses (docs/analyses.md): GPU work with its launch call,
+-- kernel class, step and the rank's analysis scope. Temporary, defined on every connection.
+-- This file loads before trace_types.sql (sorted names), so it inlines the category lists
+-- instead of calling those macros: scalar macros are bound when created.
+
+-- HTA's kernel classes: NCCL kernels communicate, memcpy/memset/DMA move memory, the rest computes.
+CREATE OR REPLACE TEMP MACRO analysis_kernel_type(kernel_name, cat) AS
+    CASE
+        WHEN regexp_matches(kernel_name, '^nccl.*Kernel') THEN 'communication'
+        WHEN cat IN ('gpu_memcpy', 'gpu_memset', 'Memcpy', 'Memset')
+          OR regexp_matches(kernel_name, '^(Memcpy|Memset|dma)') THEN 'memory'
+        ELSE 'compute'
+    END;
+
+-- Calls that enqueue GPU work (HTA's list plus cuLaunchKernel and the HIP names).
+CREATE OR REPLACE TEMP MACRO analysis_is_launch_call(call_name) AS
+    call_name IN ('cudaLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernel', 'cuLaunchKernelEx',
+                  'cudaMemcpyAsync', 'cudaMemsetAsync', 'hipLaunchKernel', 'hipExtModuleLaunchKernel',
+                  'hipMemcpyAsync', 'hipMemsetAsync', 'hipMemcpyWithStream',
+                  'runFunction - job_prep_and_submit_for_execution');
+
+-- One CPU-side event per correlation: the runtime call that shares it with GPU ops.
+-- A driver call can repeat the id; the runtime call (then the earliest) wins.
+CREATE OR REPLACE TEMP VIEW analysis_cpu_calls AS
+SELECT run_id, rank, correlation, event_id, name, cat, pid, tid, ts_us, dur_us, end_us, ts_raw
+FROM events
+WHERE correlation IS NOT NULL AND stream IS NULL AND ph = 'X' AND dur_us IS NOT NULL
+QUALIFY row_number() OVER (
+    PARTITION BY run_id, rank, correlation ORDER BY cat = 'cuda_runtime' DESC, ts_us, event_id) = 1;
+
+-- Amount HTA moves a timestamp: in traces with fractional timestamps (ns_resolution, nccl)
+-- it parses them as float64 (epoch microseconds keep only quarter-microsecond digits),
+-- then rounds starts up and ends down to whole microseconds. Shifts from the exact
+-- file value (ts_raw) to HTA's, in DECIMAL so the fraction survives (via BIGINT: DOUBLE -> DECIMAL loses digits).
+CREATE OR REPLACE TEMP MACRO analysis_hta_start_shift_us(ts_raw) AS
+    CAST(CAST(ceil(ts_raw::DOUBLE) AS BIGINT) - ts_raw AS DOUBLE);
+CREATE OR REPLACE TEMP MACRO analysis_hta_end_shift_us(ts_raw, dur_us) AS
+    CAST(CAST(floor(ts_raw::DOUBLE + dur_us) AS BIGINT)
+         - (ts_raw + CAST(dur_us AS DECIMAL(38, 6))) AS DOUBLE);
+
+-- Every GPU op that occupies a stream, with its launch call (NULL when it was launched
+-- before profiling began) and kernel class. hta_* columns carry HTA's rounded times.
+CREATE OR REPLACE TEMP VIEW analysis_gpu_ops AS
+SELECT
+    g.run_id, g.rank, g.event_id, g.name, g.cat, g.stream, g.correlation,
+    g.ts_us, g.dur_us, g.end_us,
+    analysis_kernel_type(g.name, g.cat) AS kernel_type,
+    c.event_id AS launch_event_id, c.name AS launch_name, c.pid AS launch_pid, c.tid AS launch_tid,
+    c.ts_us AS launch_ts_us, c.dur_us AS launch_dur_us, c.end_us AS launch_end_us,
+    -- rounded to 1 ps: the DOUBLE sum leaves 1e-11 noise that would flip equal-time comparisons
+    round(g.ts_us + if(t.time_resolution = 'ns', analysis_hta_start_shift_us(g.ts_raw), 0), 6) AS hta_ts_us,
+    round(g.end_us + if(t.time_resolution = 'ns',
+                        analysis_hta_end_shift_us(g.ts_raw, g.dur_us), 0), 6) AS hta_end_us,
+    round(c.ts_us + if(t.time_resolution = 'ns', analysis_hta_start_shift_us(c.ts_raw), 0), 6)
+        AS hta_launch_ts_us
+FROM events AS g
+JOIN traces AS t USING (run_id, rank)
+LEFT JOIN analysis_cpu_calls AS c USING (run_id, rank, correlation)
+WHERE g.cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'mtia_kernel', 'Kernel', 'Memcpy', 'Memset')
+  AND g.ph = 'X' AND g.dur_us IS NOT NULL AND g.stream >= 0;
+
+-- Latest launch time a rank's analyses take in. With two or more steps HTA drops the last
+-- one (the profiler often stops inside it): GPU work counts when its launch call started
+-- before the last step began, or, with include_last_step, by the end of that step.
+-- NULL (no cut) for traces with fewer than two steps.
+CREATE OR REPLACE TEMP MACRO analysis_scope(include_last_step) AS TABLE
+SELECT run_id, rank,
+       if(any_value(include_last_step), max(end_us), max(start_us)) AS launch_cutoff_us
+FROM steps
+WHERE NOT whole_trace
+GROUP BY run_id, rank
+HAVING count(*) >= 2;
+
+-- The GPU ops a rank-level analysis reads: selected runs and ranks, inside the scope,
+-- each with the step its launch call started in (NULL outside every step).
+-- hta_rounding swaps in HTA's rounded times (for parity checks; exact times are right).
+CREATE OR REPLACE TEMP MACRO analysis_gpu_work(run_name, rank_no, include_last_step := false,
+                                               hta_rounding := false) AS TABLE
+SELECT r.name AS run,
+       g.* REPLACE (
+           if(hta_rounding, g.hta_ts_us, g.ts_us) AS ts_us,
+           if(hta_rounding, g.hta_end_us, g.end_us) AS end_us,
+           if(hta_rounding, g.hta_launch_ts_us, g.launch_ts_us) AS launch_ts_us),
+       CASE WHEN g.launch_ts_us < s.end_us THEN s.step END AS step
+FROM analysis_gpu_ops AS g
+JOIN runs AS r USING (run_id)
+LEFT JOIN analysis_scope(include_last_step) AS cut USING (run_id, rank)
+ASOF LEFT JOIN (SELECT * FROM steps WHERE NOT whole_trace) AS s
+    ON s.run_id = g.run_id AND s.rank = g.rank AND g.launch_ts_us >= s.start_us
+WHERE (run_name IS NULL OR r.name = run_name)
+  AND (rank_no IS NULL OR g.rank = rank_no)
+  AND (cut.launch_cutoff_us IS NULL
+       OR g.launch_ts_us < cut.launch_cutoff_us
+       OR (include_last_step AND g.launch_ts_us = cut.launch_cutoff_us));
