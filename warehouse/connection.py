@@ -27,6 +27,8 @@ def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnect
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.IOException as exc:
         raise CtdaError(_open_problem(path, exc)) from None
+    # our own progress bars only; DuckDB's would interleave with command output
+    con.execute("SET enable_progress_bar = false")
     if not read_only:
         _run_file(con, "schema.sql")
         _run_folder(con, "schema")

@@ -23,3 +23,8 @@ def names(folder: str, package: str = "sql") -> list[str]:
 def statements(sql_text: str) -> list[str]:
     """Split a .sql file into statements with DuckDB's own parser (comments and literals safe)."""
     return [statement.query for statement in duckdb.extract_statements(sql_text)]
+
+
+def parameterized_statements(sql_text: str) -> list[tuple[str, set[str]]]:
+    """(statement, named parameters it uses) for each statement of a .sql file."""
+    return [(st.query, set(st.named_parameters)) for st in duckdb.extract_statements(sql_text)]

@@ -1,0 +1,64 @@
+-- Stage 1: analysis windows and the CPU events of the logical thread (main + autograd).
+
+-- One window per ProfilerStep (or per annotation starting with $window_prefix).
+CREATE OR REPLACE TEMP TABLE cp_windows AS
+SELECT run_id, rank, step, name, start_us, end_us
+FROM steps
+WHERE $window_prefix IS NULL AND ($run_id IS NULL OR run_id = $run_id)
+UNION ALL
+SELECT run_id, rank,
+       row_number() OVER (PARTITION BY run_id, rank ORDER BY ts_us, event_id) AS step,
+       name, ts_us, end_us
+FROM events
+WHERE $window_prefix IS NOT NULL AND ($run_id IS NULL OR run_id = $run_id)
+  AND ph = 'X' AND starts_with(name, $window_prefix) AND NOT is_device_category(cat);
+
+-- Threads that form the logical CPU thread; pollers and helpers stay out.
+CREATE OR REPLACE TEMP TABLE cp_lanes AS
+SELECT run_id, rank, pid, tid, role
+FROM threads
+WHERE role IN ('main', 'autograd')
+  AND (run_id, rank) IN (SELECT DISTINCT run_id, rank FROM cp_windows);
+
+-- Ops, runtime calls and python frames on those threads, with their nesting:
+-- an op is top-level when it starts at or after the end of every earlier op of its thread.
+CREATE OR REPLACE TEMP TABLE cp_ops AS
+WITH lane_events AS (
+    SELECT e.run_id, e.rank, e.event_id, e.name, e.cat, e.pid, e.tid, e.ts_us, e.end_us,
+           e.correlation, l.role, e.cat = 'python_function' AS is_python
+    FROM events AS e
+    JOIN cp_lanes AS l USING (run_id, rank, pid, tid)
+    WHERE e.ph = 'X' AND e.dur_us IS NOT NULL
+      AND (e.cat IN ('cpu_op', 'python_function') OR is_runtime_category(e.cat))
+),
+nested AS (
+    SELECT *,
+        NOT is_python AND ts_us >= coalesce(max(end_us) FILTER (WHERE NOT is_python) OVER (
+            PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, end_us DESC, event_id
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), '-infinity'::DOUBLE) AS is_top
+    FROM lane_events
+)
+SELECT *,
+    CASE WHEN NOT is_python THEN last_value(CASE WHEN is_top THEN event_id END IGNORE NULLS) OVER (
+        PARTITION BY run_id, rank, pid, tid, is_python ORDER BY ts_us, end_us DESC, event_id
+        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) END AS top_event_id
+FROM nested;
+
+-- GPU work of the analysed ranks, with the call that launched it (when it was traced).
+CREATE OR REPLACE TEMP TABLE cp_gpu_ops AS
+SELECT g.run_id, g.rank, g.event_id, g.name, g.cat, g.stream, g.ts_us, g.end_us, g.correlation,
+       c.event_id AS launch_event_id, c.ts_us AS launch_start_us, c.end_us AS launch_end_us,
+       c.top_event_id, c.tid AS launch_tid
+FROM events AS g
+LEFT JOIN cp_ops AS c
+    ON c.run_id = g.run_id AND c.rank = g.rank AND c.correlation = g.correlation
+   AND is_runtime_category(c.cat)
+WHERE g.ph = 'X' AND is_gpu_work(g.cat) AND g.dur_us IS NOT NULL
+  AND (g.run_id, g.rank) IN (SELECT DISTINCT run_id, rank FROM cp_windows);
+
+-- User annotations (context for phases): every CPU annotation except the step markers.
+CREATE OR REPLACE TEMP TABLE cp_annotations AS
+SELECT e.run_id, e.rank, e.name, e.ts_us, e.end_us
+FROM events AS e
+JOIN cp_lanes AS l USING (run_id, rank, pid, tid)
+WHERE e.ph = 'X' AND e.cat = 'user_annotation' AND NOT starts_with(e.name, 'ProfilerStep#');

@@ -1,0 +1,87 @@
+-- Stage 2: top-level events with their window, phase, launched stream and blocking syncs,
+-- then CPU nodes: runs of consecutive top-level events of the logical thread sharing
+-- OS thread, phase, launched stream and sync segment.
+
+-- Blocking syncs inside each top-level event (the last one decides where the wait ended).
+CREATE OR REPLACE TEMP TABLE cp_syncs AS
+SELECT o.run_id, o.rank, o.top_event_id, o.event_id, o.name, o.correlation,
+       o.ts_us AS sync_start_us, o.end_us AS sync_end_us,
+       coalesce(blocking_copy.event_id, -1) AS copy_gpu_event_id
+FROM cp_ops AS o
+LEFT JOIN cp_gpu_ops AS blocking_copy
+    ON blocking_copy.launch_event_id = o.event_id AND blocking_copy.run_id = o.run_id
+   AND blocking_copy.rank = o.rank AND is_blocking_copy(blocking_copy.name)
+WHERE NOT o.is_python AND (is_blocking_sync_call(o.name) OR blocking_copy.event_id IS NOT NULL);
+
+CREATE OR REPLACE TEMP TABLE cp_tops AS
+WITH tops AS (
+    SELECT o.run_id, o.rank, w.step, o.event_id, o.name, o.pid, o.tid, o.role, o.ts_us, o.end_us
+    FROM cp_ops AS o
+    ASOF JOIN cp_windows AS w
+        ON o.run_id = w.run_id AND o.rank = w.rank AND o.ts_us >= w.start_us
+    WHERE o.is_top AND o.ts_us < w.end_us
+),
+launches AS (
+    SELECT run_id, rank, top_event_id, arg_min(stream, launch_start_us) AS launch_stream
+    FROM cp_gpu_ops WHERE top_event_id IS NOT NULL
+    GROUP BY ALL
+),
+last_sync AS (
+    SELECT run_id, rank, top_event_id, max(sync_start_us) AS sync_start_us, max(sync_end_us) AS sync_end_us
+    FROM cp_syncs GROUP BY ALL
+),
+context AS (
+    SELECT t.run_id, t.rank, t.event_id, string_agg(a.name, '|' ORDER BY a.ts_us) AS annotations
+    FROM tops AS t
+    JOIN cp_annotations AS a
+        ON a.run_id = t.run_id AND a.rank = t.rank AND a.ts_us <= t.ts_us AND a.end_us >= t.end_us
+    GROUP BY ALL
+)
+SELECT t.*, l.launch_stream, s.sync_start_us, s.sync_end_us, s.sync_end_us IS NOT NULL AS has_sync,
+       coalesce(c.annotations, '') AS annotations
+FROM tops AS t
+LEFT JOIN launches AS l ON l.run_id = t.run_id AND l.rank = t.rank AND l.top_event_id = t.event_id
+LEFT JOIN last_sync AS s ON s.run_id = t.run_id AND s.rank = t.rank AND s.top_event_id = t.event_id
+LEFT JOIN context AS c ON c.run_id = t.run_id AND c.rank = t.rank AND c.event_id = t.event_id;
+
+-- Phase of each top-level event: the matching rule with the lowest priority.
+CREATE OR REPLACE TEMP TABLE cp_top_phases AS
+SELECT t.run_id, t.rank, t.event_id, arg_min(r.phase, r.priority) AS phase
+FROM cp_tops AS t
+JOIN phase_rules AS r
+    ON (r.name_pattern IS NULL OR regexp_matches(t.name, r.name_pattern, 'i'))
+   AND (r.annotation_pattern IS NULL OR regexp_matches(t.annotations, r.annotation_pattern, 'i'))
+   AND (r.thread_role IS NULL OR r.thread_role = t.role)
+GROUP BY ALL;
+
+-- Node boundaries on the logical thread (events of all its OS threads in time order).
+CREATE OR REPLACE TEMP TABLE cp_top_nodes AS
+WITH ordered AS (
+    SELECT t.*, coalesce(p.phase, 'Other') AS phase,
+           row_number() OVER w AS logical_seq,
+           lag(t.tid) OVER w AS prev_tid,
+           lag(coalesce(p.phase, 'Other')) OVER w AS prev_phase,
+           coalesce(lag(t.has_sync) OVER w, false) AS after_sync
+    FROM cp_tops AS t
+    LEFT JOIN cp_top_phases AS p USING (run_id, rank, event_id)
+    WINDOW w AS (PARTITION BY t.run_id, t.rank, t.step ORDER BY t.ts_us, t.event_id)
+),
+segmented AS (
+    SELECT *,
+        sum(CASE WHEN prev_tid IS DISTINCT FROM tid OR prev_phase IS DISTINCT FROM phase OR after_sync
+                 THEN 1 ELSE 0 END) OVER (PARTITION BY run_id, rank, step ORDER BY logical_seq) AS segment
+    FROM ordered
+),
+stream_switches AS (
+    -- only events that launch something can switch the node's stream
+    SELECT *,
+        last_value(launch_stream IGNORE NULLS) OVER (
+            PARTITION BY run_id, rank, step, segment ORDER BY logical_seq
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS carried_stream
+    FROM segmented
+)
+SELECT *,
+    sum(CASE WHEN logical_seq = 1 OR prev_tid IS DISTINCT FROM tid OR prev_phase IS DISTINCT FROM phase
+                  OR after_sync OR launch_stream <> carried_stream
+             THEN 1 ELSE 0 END) OVER (PARTITION BY run_id, rank, step ORDER BY logical_seq) AS cpu_node
+FROM stream_switches;

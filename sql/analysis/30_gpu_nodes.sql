@@ -1,0 +1,126 @@
+-- Stage 3: CPU nodes, GPU nodes (one per launching CPU node and stream, split where the
+-- GPU waited: on another stream, or, with $split_starved, for its own launch), carry-in
+-- nodes, and the numbering of all nodes of a window.
+
+CREATE OR REPLACE TEMP TABLE cp_cpu_nodes AS
+SELECT run_id, rank, step, cpu_node,
+       any_value(pid) AS pid, any_value(tid) AS tid, any_value(phase) AS phase,
+       arg_min(launch_stream, logical_seq) FILTER (WHERE launch_stream IS NOT NULL) AS stream,
+       min(ts_us) AS start_us, max(end_us) AS end_us,
+       arg_min(name, logical_seq) AS label,
+       arg_max(has_sync, logical_seq) AS ends_with_sync,
+       arg_max(sync_start_us, logical_seq) AS sync_start_us,
+       arg_max(sync_end_us, logical_seq) AS sync_end_us,
+       arg_max(event_id, logical_seq) AS last_top_event_id
+FROM cp_top_nodes
+GROUP BY run_id, rank, step, cpu_node;
+
+-- GPU ops launched from a CPU node of a window, in stream order with their gaps.
+CREATE OR REPLACE TEMP TABLE cp_gpu_in_window AS
+SELECT g.*, n.step, n.cpu_node, n.phase,
+       lag(g.end_us) OVER (PARTITION BY g.run_id, g.rank, g.stream ORDER BY g.ts_us, g.event_id) AS prev_end_on_stream
+FROM cp_gpu_ops AS g
+LEFT JOIN cp_top_nodes AS n
+    ON n.run_id = g.run_id AND n.rank = g.rank AND n.event_id = g.top_event_id;
+
+-- Does the trace record GPU-side sync events? Without them, waits are inferred from timing.
+CREATE OR REPLACE TEMP TABLE cp_sync_events AS
+SELECT e.run_id, e.rank, e.correlation, e.name, e.stream,
+       TRY_CAST(e.args ->> 'wait_on_stream' AS BIGINT) AS wait_on_stream,
+       TRY_CAST(e.args ->> 'wait_on_cuda_event_record_corr_id' AS BIGINT) AS record_correlation
+FROM events AS e
+WHERE e.ph = 'X' AND e.cat = 'cuda_sync'
+  AND (e.run_id, e.rank) IN (SELECT DISTINCT run_id, rank FROM cp_windows);
+
+-- Cross-stream waits recorded by cudaStreamWaitEvent (cuda_sync 'Stream Wait Event'):
+-- the source is the last op launched on the recording stream before cudaEventRecord,
+-- the target the first op launched on the waiting stream after cudaStreamWaitEvent.
+CREATE OR REPLACE TEMP TABLE cp_recorded_waits AS
+WITH waits AS (
+    SELECT s.run_id, s.rank, s.stream AS waiting_stream, s.wait_on_stream,
+           rec.ts_us AS record_ts_us, call.ts_us AS wait_call_ts_us
+    FROM cp_sync_events AS s
+    JOIN cp_ops AS call ON call.run_id = s.run_id AND call.rank = s.rank AND call.correlation = s.correlation
+        AND is_runtime_category(call.cat)
+    JOIN cp_ops AS rec ON rec.run_id = s.run_id AND rec.rank = s.rank AND rec.correlation = s.record_correlation
+        AND is_runtime_category(rec.cat)
+    WHERE s.name = 'Stream Wait Event' AND s.wait_on_stream IS NOT NULL
+),
+sources AS (
+    SELECT w.*, arg_max(g.event_id, g.launch_start_us) AS source_event_id
+    FROM waits AS w
+    JOIN cp_gpu_in_window AS g ON g.run_id = w.run_id AND g.rank = w.rank AND g.stream = w.wait_on_stream
+        AND g.launch_start_us < w.record_ts_us
+    GROUP BY ALL
+)
+SELECT s.run_id, s.rank, s.source_event_id, arg_min(g.event_id, g.launch_start_us) AS target_event_id,
+       false AS inferred
+FROM sources AS s
+JOIN cp_gpu_in_window AS g ON g.run_id = s.run_id AND g.rank = s.rank AND g.stream = s.waiting_stream
+    AND g.launch_start_us > s.wait_call_ts_us
+GROUP BY ALL;
+
+-- Inferred cross-stream waits (traces without cuda_sync events): an op that starts well
+-- after both its launch and its stream predecessor, right after an op on another stream ended.
+CREATE OR REPLACE TEMP TABLE cp_inferred_waits AS
+SELECT k.run_id, k.rank, arg_max(o.event_id, o.end_us) AS source_event_id, k.event_id AS target_event_id,
+       true AS inferred
+FROM cp_gpu_in_window AS k
+JOIN cp_gpu_ops AS o
+    ON o.run_id = k.run_id AND o.rank = k.rank AND o.stream <> k.stream
+   AND o.end_us <= k.ts_us AND o.end_us >= k.ts_us - $wait_gap_us
+WHERE k.cpu_node IS NOT NULL
+  AND k.ts_us > greatest(coalesce(k.prev_end_on_stream, '-infinity'::DOUBLE),
+                         coalesce(k.launch_end_us, '-infinity'::DOUBLE)) + $wait_gap_us
+  AND (k.run_id, k.rank) NOT IN (SELECT DISTINCT run_id, rank FROM cp_sync_events)
+GROUP BY k.run_id, k.rank, k.event_id;
+
+CREATE OR REPLACE TEMP TABLE cp_stream_waits AS
+SELECT * FROM cp_recorded_waits
+UNION ALL
+SELECT * FROM cp_inferred_waits;
+
+-- Split points: an op that waited on another stream, or (with $split_starved) one whose
+-- launch returned after the stream went idle, so the GPU sat waiting for the CPU.
+CREATE OR REPLACE TEMP TABLE cp_gpu_split AS
+SELECT g.*,
+    sum(CASE WHEN w.target_event_id IS NOT NULL
+              OR ($split_starved AND g.launch_end_us >= g.prev_end_on_stream
+                  AND g.ts_us > g.prev_end_on_stream + $starve_gap_us)
+             THEN 1 ELSE 0 END) OVER (
+        PARTITION BY g.run_id, g.rank, g.step, g.cpu_node, g.stream ORDER BY g.ts_us, g.event_id) AS split_no
+FROM cp_gpu_in_window AS g
+LEFT JOIN (SELECT DISTINCT run_id, rank, target_event_id FROM cp_stream_waits) AS w
+    ON w.run_id = g.run_id AND w.rank = g.rank AND w.target_event_id = g.event_id
+WHERE g.cpu_node IS NOT NULL;
+
+-- GPU work of earlier windows still running when a window starts.
+CREATE OR REPLACE TEMP TABLE cp_carry_ops AS
+SELECT w.run_id, w.rank, w.step, g.event_id, g.stream, g.ts_us, g.end_us, g.name, g.phase
+FROM cp_windows AS w
+JOIN cp_gpu_in_window AS g
+    ON g.run_id = w.run_id AND g.rank = w.rank AND g.end_us > w.start_us AND g.ts_us < w.end_us
+   AND (g.launch_start_us < w.start_us OR (g.launch_start_us IS NULL AND g.ts_us < w.start_us));
+
+-- All nodes of every window, numbered in time order.
+CREATE OR REPLACE TEMP TABLE cp_nodes AS
+WITH all_nodes AS (
+    SELECT run_id, rank, step, 'cpu' AS kind, phase, stream, tid, pid, start_us, end_us,
+           false AS carry_in, label, ends_with_sync, sync_start_us, sync_end_us,
+           cpu_node, NULL::BIGINT AS split_no
+    FROM cp_cpu_nodes
+    UNION ALL
+    SELECT run_id, rank, step, 'gpu', any_value(phase), stream, any_value(launch_tid), NULL,
+           min(ts_us), max(end_us), false, arg_min(name, ts_us), false, NULL, NULL, cpu_node, split_no
+    FROM cp_gpu_split
+    GROUP BY run_id, rank, step, cpu_node, stream, split_no
+    UNION ALL
+    SELECT run_id, rank, step, 'gpu', coalesce(arg_min(phase, ts_us), 'Other'), stream, NULL, NULL,
+           min(ts_us), max(end_us), true, arg_min(name, ts_us), false, NULL, NULL, NULL, NULL
+    FROM cp_carry_ops
+    GROUP BY run_id, rank, step, stream
+)
+SELECT row_number() OVER (
+           PARTITION BY run_id, rank, step ORDER BY start_us, kind, cpu_node, stream, split_no) AS node_id,
+       *
+FROM all_nodes;

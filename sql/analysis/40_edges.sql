@@ -1,0 +1,132 @@
+-- Stage 4: which events each node holds, and the edges between nodes.
+
+CREATE OR REPLACE TEMP TABLE cp_node_events AS
+-- CPU nodes: their top-level events and everything nested in them
+SELECT n.run_id, n.rank, n.step, n.node_id, o.event_id, o.name, o.cat, o.tid, o.ts_us, o.end_us, o.is_top
+FROM cp_nodes AS n
+JOIN cp_top_nodes AS t USING (run_id, rank, step, cpu_node)
+JOIN cp_ops AS o ON o.run_id = t.run_id AND o.rank = t.rank AND o.top_event_id = t.event_id
+WHERE n.kind = 'cpu'
+UNION ALL
+-- CPU nodes: python frames that lie inside the node's span on its thread
+SELECT n.run_id, n.rank, n.step, n.node_id, o.event_id, o.name, o.cat, o.tid, o.ts_us, o.end_us, false
+FROM cp_nodes AS n
+JOIN cp_ops AS o
+    ON o.run_id = n.run_id AND o.rank = n.rank AND o.tid = n.tid AND o.pid = n.pid AND o.is_python
+   AND o.ts_us >= n.start_us AND o.end_us <= n.end_us
+WHERE n.kind = 'cpu'
+UNION ALL
+SELECT n.run_id, n.rank, n.step, n.node_id, g.event_id, g.name, g.cat, NULL, g.ts_us, g.end_us, true
+FROM cp_nodes AS n
+JOIN cp_gpu_split AS g USING (run_id, rank, step, cpu_node, stream, split_no)
+WHERE n.kind = 'gpu' AND NOT n.carry_in
+UNION ALL
+SELECT n.run_id, n.rank, n.step, n.node_id, c.event_id, c.name, 'kernel', NULL, c.ts_us, c.end_us, true
+FROM cp_nodes AS n
+JOIN cp_carry_ops AS c USING (run_id, rank, step, stream)
+WHERE n.carry_in;
+
+-- The blocking sync that ends a CPU node, its scope, and the CPU node that waited behind it
+-- (the next node of the same OS thread).
+CREATE OR REPLACE TEMP TABLE cp_sync_waits AS
+WITH sync_calls AS (
+    SELECT n.run_id, n.rank, n.step, n.node_id AS sync_node, n.tid, n.start_us,
+           arg_max(s.name, s.sync_end_us) AS call_name,
+           arg_max(s.correlation, s.sync_end_us) AS call_correlation,
+           arg_max(s.copy_gpu_event_id, s.sync_end_us) AS copy_event_id,
+           max(s.sync_start_us) AS sync_start_us, max(s.sync_end_us) AS sync_end_us
+    FROM cp_nodes AS n
+    JOIN cp_cpu_nodes AS c USING (run_id, rank, step, cpu_node)
+    JOIN cp_syncs AS s ON s.run_id = n.run_id AND s.rank = n.rank AND s.top_event_id = c.last_top_event_id
+    WHERE n.kind = 'cpu' AND n.ends_with_sync
+    GROUP BY ALL
+),
+waiters AS (
+    SELECT run_id, rank, step, node_id,
+           lead(node_id) OVER (PARTITION BY run_id, rank, step, tid ORDER BY start_us, node_id) AS waiter_node
+    FROM cp_nodes WHERE kind = 'cpu'
+)
+SELECT sc.*, w.waiter_node, se.correlation IS NOT NULL OR sc.copy_event_id <> -1 AS recorded,
+       CASE WHEN se.name = 'Stream Sync' THEN se.stream WHEN se.name = 'Event Sync' THEN se.wait_on_stream END
+           AS scope_stream,
+       sc.call_name ILIKE '%DeviceSynchronize' OR sc.call_name = 'cuCtxSynchronize'
+           OR se.name = 'Context Sync' AS all_streams
+FROM sync_calls AS sc
+JOIN waiters AS w ON w.run_id = sc.run_id AND w.rank = sc.rank AND w.step = sc.step AND w.node_id = sc.sync_node
+LEFT JOIN cp_sync_events AS se
+    ON se.run_id = sc.run_id AND se.rank = sc.rank AND se.correlation = sc.call_correlation
+WHERE w.waiter_node IS NOT NULL;
+
+CREATE OR REPLACE TEMP TABLE cp_edges AS
+WITH cpu_chain AS (
+    SELECT run_id, rank, step, node_id AS dst, tid,
+           lag(node_id) OVER w AS src, lag(tid) OVER w AS src_tid, lag(end_us) OVER w AS src_end_us
+    FROM cp_nodes WHERE kind = 'cpu'
+    WINDOW w AS (PARTITION BY run_id, rank, step ORDER BY start_us, node_id)
+),
+stream_chain AS (
+    SELECT run_id, rank, step, node_id AS dst,
+           lag(node_id) OVER w AS src, lag(end_us) OVER w AS src_end_us
+    FROM cp_nodes WHERE kind = 'gpu'
+    WINDOW w AS (PARTITION BY run_id, rank, step, stream ORDER BY start_us, node_id)
+),
+calls AS (
+    SELECT c.run_id, c.rank, c.step, c.node_id AS src, n.node_id AS dst,
+           arg_min(g.launch_end_us, g.launch_start_us) AS first_launch_end_us
+    FROM cp_gpu_split AS g
+    JOIN cp_nodes AS n ON n.run_id = g.run_id AND n.rank = g.rank AND n.step = g.step AND n.kind = 'gpu'
+        AND NOT n.carry_in AND n.cpu_node = g.cpu_node AND n.stream = g.stream AND n.split_no = g.split_no
+    JOIN cp_nodes AS c ON c.run_id = g.run_id AND c.rank = g.rank AND c.step = g.step AND c.kind = 'cpu'
+        AND c.cpu_node = g.cpu_node
+    GROUP BY ALL
+),
+stream_waits AS (
+    SELECT s.run_id, s.rank, s.step, s.node_id AS src, t.node_id AS dst, any_value(w.inferred) AS inferred,
+           max(src_node.end_us) AS src_end_us
+    FROM cp_stream_waits AS w
+    JOIN cp_node_events AS s ON s.run_id = w.run_id AND s.rank = w.rank AND s.event_id = w.source_event_id
+        AND s.tid IS NULL
+    JOIN cp_node_events AS t ON t.run_id = w.run_id AND t.rank = w.rank AND t.step = s.step
+        AND t.event_id = w.target_event_id AND t.tid IS NULL
+    JOIN cp_nodes AS src_node ON src_node.run_id = s.run_id AND src_node.rank = s.rank
+        AND src_node.step = s.step AND src_node.node_id = s.node_id
+    GROUP BY ALL
+),
+sync_candidates AS (
+    SELECT sw.run_id, sw.rank, sw.step, g.node_id AS src, sw.waiter_node AS dst, NOT sw.recorded AS inferred,
+           g.end_us AS src_end_us,
+           row_number() OVER (
+               PARTITION BY sw.run_id, sw.rank, sw.step, sw.sync_node,
+                            CASE WHEN sw.all_streams OR sw.scope_stream IS NOT NULL THEN g.stream END
+               ORDER BY g.end_us DESC, g.node_id DESC) AS latest
+    FROM cp_sync_waits AS sw
+    JOIN cp_nodes AS g
+        ON g.run_id = sw.run_id AND g.rank = sw.rank AND g.step = sw.step AND g.kind = 'gpu'
+       AND g.end_us > sw.sync_start_us AND g.end_us <= sw.sync_end_us + $sync_tolerance_us
+       AND g.start_us < sw.sync_end_us
+       AND (sw.scope_stream IS NULL OR g.stream = sw.scope_stream)
+       AND (sw.copy_event_id = -1 OR EXISTS (
+            SELECT 1 FROM cp_node_events AS m
+            WHERE m.run_id = g.run_id AND m.rank = g.rank AND m.step = g.step AND m.node_id = g.node_id
+              AND m.event_id = sw.copy_event_id AND m.tid IS NULL))
+),
+typed AS (
+    SELECT run_id, rank, step, src, dst,
+           CASE WHEN src_tid = tid THEN 'sequential' ELSE 'cross_thread' END AS type,
+           false AS inferred, src_end_us AS effective_end_us
+    FROM cpu_chain WHERE src IS NOT NULL
+    UNION ALL
+    SELECT run_id, rank, step, src, dst, 'sequential', false, src_end_us FROM stream_chain WHERE src IS NOT NULL
+    UNION ALL
+    SELECT run_id, rank, step, src, dst, 'call', false, first_launch_end_us FROM calls
+    UNION ALL
+    SELECT run_id, rank, step, src, dst, 'sync', inferred, src_end_us FROM stream_waits
+    UNION ALL
+    SELECT run_id, rank, step, src, dst, 'sync', inferred, src_end_us FROM sync_candidates WHERE latest = 1
+)
+-- every edge must point forward in time (start, then id): the graph stays acyclic
+SELECT DISTINCT e.*
+FROM typed AS e
+JOIN cp_nodes AS s ON s.run_id = e.run_id AND s.rank = e.rank AND s.step = e.step AND s.node_id = e.src
+JOIN cp_nodes AS d ON d.run_id = e.run_id AND d.rank = e.rank AND d.step = e.step AND d.node_id = e.dst
+WHERE s.start_us < d.start_us OR (s.start_us = d.start_us AND s.node_id < d.node_id);

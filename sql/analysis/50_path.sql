@@ -1,0 +1,108 @@
+-- Stage 5: per method, each node's chosen predecessor, the backtracked path from the node
+-- that ends last, and each path node's counted window.
+
+CREATE OR REPLACE TEMP TABLE cp_methods AS
+SELECT unnest($methods::VARCHAR[]) AS method;
+
+-- per_thread: the same nodes without cross-thread edges.
+CREATE OR REPLACE TEMP TABLE cp_method_edges AS
+SELECT m.method, e.*
+FROM cp_methods AS m
+CROSS JOIN cp_edges AS e
+WHERE NOT (m.method = 'per_thread' AND e.type = 'cross_thread');
+
+-- From a CPU node after a blocking sync that waited on still-running GPU work: the GPU
+-- predecessor that ends last; else the CPU predecessor that ends last. From a GPU node:
+-- the predecessor with the latest effective end (GPU end, or end of the first launch).
+CREATE OR REPLACE TEMP TABLE cp_choice AS
+SELECT method, run_id, rank, step, dst AS node_id, src AS pred_id, type AS pred_type
+FROM (
+    SELECT e.*, row_number() OVER (
+        PARTITION BY e.method, e.run_id, e.rank, e.step, e.dst
+        ORDER BY (d.kind = 'cpu' AND e.type = 'sync') DESC, e.effective_end_us DESC,
+                 (s.kind = 'gpu') DESC, e.src DESC) AS preference
+    FROM cp_method_edges AS e
+    JOIN cp_nodes AS d ON d.run_id = e.run_id AND d.rank = e.rank AND d.step = e.step AND d.node_id = e.dst
+    JOIN cp_nodes AS s ON s.run_id = e.run_id AND s.rank = e.rank AND s.step = e.step AND s.node_id = e.src
+)
+WHERE preference = 1;
+
+CREATE OR REPLACE TEMP TABLE cp_walk AS
+WITH RECURSIVE
+starts AS (
+    SELECT method, run_id, rank, step, node_id
+    FROM (
+        SELECT m.method, n.run_id, n.rank, n.step, n.node_id,
+               row_number() OVER (PARTITION BY m.method, n.run_id, n.rank, n.step
+                                  ORDER BY n.end_us DESC, (n.kind = 'gpu') DESC, n.node_id DESC) AS latest
+        FROM cp_nodes AS n CROSS JOIN cp_methods AS m
+    )
+    WHERE latest = 1
+),
+walk AS (
+    SELECT method, run_id, rank, step, node_id, 1 AS depth, NULL::VARCHAR AS edge_to_next
+    FROM starts
+    UNION ALL
+    SELECT w.method, w.run_id, w.rank, w.step, c.pred_id, w.depth + 1, c.pred_type
+    FROM walk AS w
+    JOIN cp_choice AS c
+        ON c.method = w.method AND c.run_id = w.run_id AND c.rank = w.rank AND c.step = w.step
+       AND c.node_id = w.node_id
+)
+SELECT method, run_id, rank, step, node_id, edge_to_next,
+       max(depth) OVER (PARTITION BY method, run_id, rank, step) - depth + 1 AS seq
+FROM walk;
+
+-- End-to-end extent of every window: to the later of its end and its GPU work's end.
+CREATE OR REPLACE TEMP TABLE cp_window_extent AS
+SELECT w.run_id, w.rank, w.step, w.name, w.start_us, w.end_us,
+       greatest(w.end_us, coalesce(max(n.end_us), w.end_us)) AS e2e_end_us
+FROM cp_windows AS w
+LEFT JOIN cp_nodes AS n
+    ON n.run_id = w.run_id AND n.rank = w.rank AND n.step = w.step AND n.kind = 'gpu' AND NOT n.carry_in
+GROUP BY w.run_id, w.rank, w.step, w.name, w.start_us, w.end_us;
+
+-- Counted windows. A CPU node followed on the path by its own GPU node counts up to the end
+-- of that node's first launch; a CPU node reached through a sync counts from the end of the
+-- wait; carry-in counts from the window start. Windows are then made disjoint going back
+-- from the last node: each ends where the next one starts.
+CREATE OR REPLACE TEMP TABLE cp_counted AS
+WITH path AS (
+    SELECT p.*, n.kind, n.start_us, n.end_us, n.carry_in,
+           lead(p.node_id) OVER w AS next_node, lead(n.kind) OVER w AS next_kind,
+           c.pred_type, x.start_us AS window_start_us, x.e2e_end_us
+    FROM cp_walk AS p
+    JOIN cp_nodes AS n USING (run_id, rank, step, node_id)
+    JOIN cp_window_extent AS x USING (run_id, rank, step)
+    LEFT JOIN cp_choice AS c USING (method, run_id, rank, step, node_id)
+    WINDOW w AS (PARTITION BY p.method, p.run_id, p.rank, p.step ORDER BY p.seq)
+),
+raw AS (
+    SELECT p.*,
+        greatest(p.window_start_us, CASE
+            WHEN p.kind = 'cpu' AND p.pred_type = 'sync' THEN greatest(p.start_us, coalesce(wait.sync_end_us, p.start_us))
+            ELSE p.start_us END) AS raw_start_us,
+        least(p.e2e_end_us, CASE
+            WHEN p.kind = 'cpu' AND p.next_kind = 'gpu' AND call.effective_end_us IS NOT NULL
+                THEN call.effective_end_us
+            ELSE p.end_us END) AS raw_end_us,
+        call.effective_end_us IS NOT NULL AS launches_next
+    FROM path AS p
+    LEFT JOIN cp_edges AS call
+        ON call.run_id = p.run_id AND call.rank = p.rank AND call.step = p.step AND call.type = 'call'
+       AND call.src = p.node_id AND call.dst = p.next_node
+    LEFT JOIN (SELECT run_id, rank, step, waiter_node, max(sync_end_us) AS sync_end_us
+               FROM cp_sync_waits GROUP BY ALL) AS wait
+        ON wait.run_id = p.run_id AND wait.rank = p.rank AND wait.step = p.step AND wait.waiter_node = p.node_id
+),
+disjoint AS (
+    SELECT *,
+        min(least(raw_start_us, raw_end_us)) OVER (
+            PARTITION BY method, run_id, rank, step ORDER BY seq
+            ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS counted_start_us
+    FROM raw
+)
+SELECT *,
+    least(raw_end_us, coalesce(lead(counted_start_us) OVER (
+        PARTITION BY method, run_id, rank, step ORDER BY seq), raw_end_us)) AS counted_end_us
+FROM disjoint;

@@ -1,0 +1,63 @@
+-- Stage 6: counted time. Inside each counted window, time counts only where an event of the
+-- node executes (idle gaps inside a node are not work). For hotspots, each counted instant
+-- goes to the innermost event executing then (self time), found with a sweep over the
+-- start/end points of each path node's events: the owner of a segment is the last event
+-- that started at the current nesting depth.
+
+CREATE OR REPLACE TEMP TABLE cp_path_members AS
+SELECT c.method, c.run_id, c.rank, c.step, c.node_id, c.kind, c.counted_start_us, c.counted_end_us,
+       m.event_id, m.name, m.cat, m.ts_us, m.end_us
+FROM cp_counted AS c
+JOIN cp_node_events AS m USING (run_id, rank, step, node_id);
+
+CREATE OR REPLACE TEMP TABLE cp_points AS
+WITH marks AS (
+    SELECT method, run_id, rank, step, node_id, ts_us AS t, 1 AS delta, event_id
+    FROM cp_path_members WHERE kind = 'cpu'
+    UNION ALL
+    SELECT method, run_id, rank, step, node_id, end_us, -1, event_id
+    FROM cp_path_members WHERE kind = 'cpu'
+    UNION ALL
+    SELECT DISTINCT method, run_id, rank, step, node_id, counted_start_us, 0, NULL
+    FROM cp_path_members WHERE kind = 'cpu'
+    UNION ALL
+    SELECT DISTINCT method, run_id, rank, step, node_id, counted_end_us, 0, NULL
+    FROM cp_path_members WHERE kind = 'cpu'
+)
+SELECT *,
+    row_number() OVER w AS ord,
+    sum(delta) OVER (w ROWS UNBOUNDED PRECEDING) AS depth,
+    lead(t) OVER w AS next_t
+FROM marks
+WINDOW w AS (PARTITION BY method, run_id, rank, step, node_id ORDER BY t, delta, event_id);
+
+CREATE OR REPLACE TEMP TABLE cp_segments AS
+WITH opened AS (
+    SELECT method, run_id, rank, step, node_id, ord, depth AS level, event_id
+    FROM cp_points WHERE delta = 1
+),
+bounds AS (
+    SELECT DISTINCT method, run_id, rank, step, node_id, counted_start_us, counted_end_us
+    FROM cp_path_members WHERE kind = 'cpu'
+)
+SELECT p.method, p.run_id, p.rank, p.step, p.node_id, o.event_id, p.next_t - p.t AS length_us
+FROM cp_points AS p
+JOIN bounds AS b USING (method, run_id, rank, step, node_id)
+ASOF JOIN opened AS o
+    ON o.method = p.method AND o.run_id = p.run_id AND o.rank = p.rank AND o.step = p.step
+   AND o.node_id = p.node_id AND o.level = p.depth AND p.ord >= o.ord
+WHERE p.depth > 0 AND p.next_t > p.t
+  AND p.t >= b.counted_start_us AND p.next_t <= b.counted_end_us;
+
+CREATE OR REPLACE TEMP TABLE cp_event_time AS
+WITH cpu_self AS (
+    SELECT method, run_id, rank, step, node_id, event_id, sum(length_us) AS self_us
+    FROM cp_segments GROUP BY ALL
+)
+SELECT m.method, m.run_id, m.rank, m.step, m.node_id, m.event_id, m.name, m.cat,
+       CASE WHEN m.kind = 'gpu'
+            THEN greatest(0, least(m.end_us, m.counted_end_us) - greatest(m.ts_us, m.counted_start_us))
+            ELSE coalesce(s.self_us, 0) END AS self_us,
+       greatest(0, least(m.end_us, m.counted_end_us) - greatest(m.ts_us, m.counted_start_us)) AS inclusive_us
+FROM cp_path_members AS m
+LEFT JOIN cpu_self AS s USING (method, run_id, rank, step, node_id, event_id);

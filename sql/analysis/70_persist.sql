@@ -1,0 +1,51 @@
+-- Stage 7: replace earlier results of the analysed runs and methods, then store the new ones.
+
+DELETE FROM nodes WHERE (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_windows)
+    AND method IN (SELECT method FROM cp_methods);
+DELETE FROM edges WHERE (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_windows)
+    AND method IN (SELECT method FROM cp_methods);
+DELETE FROM critical_path WHERE (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_windows)
+    AND method IN (SELECT method FROM cp_methods);
+DELETE FROM path_events WHERE (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_windows)
+    AND method IN (SELECT method FROM cp_methods);
+DELETE FROM analysis_windows WHERE (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_windows);
+
+INSERT INTO analysis_windows
+SELECT run_id, rank, step, name, start_us, end_us, e2e_end_us, e2e_end_us - start_us
+FROM cp_window_extent;
+
+INSERT INTO nodes
+SELECT n.run_id, n.rank, n.step, m.method, n.node_id, n.kind, n.phase, n.stream, n.tid,
+       n.start_us, n.end_us, coalesce(ev.event_count, 0), n.pid, n.carry_in, n.label, n.ends_with_sync,
+       n.sync_start_us, n.sync_end_us, w.sync_end_us
+FROM cp_nodes AS n
+CROSS JOIN cp_methods AS m
+LEFT JOIN (SELECT run_id, rank, step, node_id, count(*) AS event_count
+           FROM cp_node_events GROUP BY ALL) AS ev USING (run_id, rank, step, node_id)
+LEFT JOIN (SELECT run_id, rank, step, waiter_node AS node_id, max(sync_end_us) AS sync_end_us
+           FROM cp_sync_waits GROUP BY ALL) AS w USING (run_id, rank, step, node_id);
+
+INSERT INTO edges
+SELECT run_id, rank, step, method, src, dst, type, inferred, effective_end_us
+FROM cp_method_edges;
+
+INSERT INTO critical_path
+WITH work AS (
+    SELECT method, run_id, rank, step, node_id, sum(self_us) AS counted_us
+    FROM cp_event_time GROUP BY ALL
+)
+SELECT c.run_id, c.rank, c.step, c.method, c.seq, c.node_id, c.counted_start_us, c.counted_end_us,
+       coalesce(w.counted_us, 0), c.kind, c.edge_to_next,
+       c.counted_start_us - coalesce(lag(c.counted_end_us) OVER p, c.window_start_us),
+       CASE WHEN c.seq = 1 THEN 'slack_before'
+            WHEN lag(c.kind) OVER p = 'cpu' AND c.kind = 'gpu' AND lag(c.edge_to_next) OVER p = 'call'
+                THEN 'launch_delay'
+            ELSE 'between_nodes' END
+FROM cp_counted AS c
+LEFT JOIN work AS w USING (method, run_id, rank, step, node_id)
+WINDOW p AS (PARTITION BY c.method, c.run_id, c.rank, c.step ORDER BY c.seq);
+
+INSERT INTO path_events
+SELECT run_id, rank, step, method, node_id, event_id, name, cat, self_us, inclusive_us
+FROM cp_event_time
+WHERE inclusive_us > 0;

@@ -1,0 +1,111 @@
+"""`ctda-sql analyze`: build the dependency graphs and critical paths of every window
+(ProfilerStep, or annotation by prefix) of every rank at once, with set-based SQL stages
+in sql/analysis/*.sql. Everything is written in one transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from . import sqlfiles
+from .errors import CtdaError
+from .progress import progress_bar
+
+METHODS = ("ctda", "per_thread")
+STAGES = (
+    "10_cpu_events.sql", "20_cpu_nodes.sql", "30_gpu_nodes.sql", "40_edges.sql",
+    "50_path.sql", "60_counted.sql", "70_persist.sql",
+)
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    # a sync call may return this long after the GPU work it waited for ended (clock skew)
+    sync_tolerance_us: float = 20.0
+    # a kernel starting this long after its launch and stream predecessor, within this long
+    # of work on another stream ending, waited for that work
+    wait_gap_us: float = 5.0
+    # split GPU nodes where the stream went idle waiting for the next launch
+    split_starved: bool = True
+    starve_gap_us: float = 1.0
+
+
+def resolve_methods(method: str) -> list[str]:
+    if method == "all":
+        return list(METHODS)
+    if method not in METHODS:
+        raise CtdaError(f"unknown method {method!r}; choose ctda, per_thread or all")
+    return [method]
+
+
+def _run_id(con, run: str | None) -> int | None:
+    if run is None:
+        return None
+    row = con.execute("SELECT run_id FROM runs WHERE name = ?", [run]).fetchone()
+    if row is None:
+        names = [r[0] for r in con.execute("SELECT name FROM runs ORDER BY name").fetchall()]
+        raise CtdaError(f"no run named {run!r}; runs: {', '.join(names) or 'none (ingest first)'}")
+    return row[0]
+
+
+def _execute_stage(con, name: str, params: dict) -> None:
+    for statement, names in sqlfiles.parameterized_statements(sqlfiles.load(f"analysis/{name}")):
+        try:
+            con.execute(statement, {key: params[key] for key in names}) if names else con.execute(statement)
+        except duckdb.Error as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise CtdaError(f"analysis stage {name} failed: {first} [{_label(statement)}]") from exc
+
+
+def _label(statement: str) -> str:
+    """The statement's first code line, to say which one failed."""
+    code = [line.strip() for line in statement.splitlines() if line.strip() and not line.strip().startswith("--")]
+    return code[0][:80] if code else ""
+
+
+def analyze(
+    con: duckdb.DuckDBPyConnection,
+    run: str | None = None,
+    method: str = "all",
+    window_prefix: str | None = None,
+    show_progress: bool = True,
+    settings: AnalysisSettings = AnalysisSettings(),
+) -> str:
+    """Materialize nodes, edges and critical_path; returns a one-paragraph summary."""
+    params = {
+        "run_id": _run_id(con, run), "window_prefix": window_prefix, "methods": resolve_methods(method),
+        "sync_tolerance_us": settings.sync_tolerance_us, "wait_gap_us": settings.wait_gap_us,
+        "split_starved": settings.split_starved, "starve_gap_us": settings.starve_gap_us,
+    }
+    con.execute("BEGIN TRANSACTION")
+    try:
+        _execute_stage(con, "seed_phase_rules.sql", {})
+        with progress_bar("analyzing", len(STAGES), show_progress) as advance:
+            for stage in STAGES:
+                _execute_stage(con, stage, params)
+                advance()
+        summary = _summary(con, params["methods"])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return summary
+
+
+def _summary(con, methods: list[str]) -> str:
+    windows, ranks, nodes = con.execute(
+        "SELECT count(*), count(DISTINCT (run_id, rank)), (SELECT count(*) FROM cp_nodes) FROM cp_windows"
+    ).fetchone()
+    if windows == 0:
+        raise CtdaError("nothing to analyze: no steps or windows matched (ingest traces first)")
+    lines = [f"analyzed {windows} windows of {ranks} rank(s): {nodes:,} nodes"]
+    for method, cpcr in con.execute(
+        "SELECT c.method, avg(p.path_us / x.window_us) FROM "
+        "(SELECT method, run_id, rank, step, sum(counted_us) AS path_us FROM critical_path "
+        " WHERE (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_windows) GROUP BY ALL) AS p "
+        "JOIN analysis_windows AS x USING (run_id, rank, step) "
+        "JOIN cp_methods AS c USING (method) GROUP BY c.method ORDER BY c.method"
+    ).fetchall():
+        lines.append(f"  {method}: mean CPCR {cpcr:.3f}")
+    return "\n".join(lines)
