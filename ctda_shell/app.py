@@ -101,6 +101,9 @@ def run_and_show(state: ShellState, text: str) -> bool:
     except (CtdaError, duckdb.Error, QueryCancelled, OSError) as exc:
         print("error: " + "\n".join(error_lines(exc)), file=sys.stderr)
         return False
+    except Exception as exc:  # a bug below the shell must not end the session
+        print(f"error: {type(exc).__name__}: {error_lines(exc)[0]}", file=sys.stderr)
+        return False
     show(state, results)
     if state.timer:
         print(f"time: {time.perf_counter() - started:.3f} s", file=sys.stderr)
@@ -136,7 +139,10 @@ def show(state: ShellState, results: list[Result]) -> None:
     # tables fit the terminal the user sees; files and pipes get render's wide default
     width = shutil.get_terminal_size().columns if _is_tty(state.out()) else None
     for result in results:
-        write(state, format_result(result, state.mode, width))
+        if result.columns:
+            write(state, format_result(result, state.mode, width))
+        elif result.message:
+            print(result.message, flush=True)  # status lines stay on screen, out of .output files
 
 
 def format_result(result: Result, mode: str, width: int | None = None) -> str:

@@ -1,0 +1,239 @@
+"""The interactive shell driven through prompt_toolkit's pipe input: SQL, dot commands, errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from ctda_shell.app import build_session, input_complete, loop, open_state, run_and_show, split_input
+from ctda_shell.commands import REGISTRY
+from warehouse.tracebuilder import TraceBuilder
+
+ENTER, CTRL_C, CTRL_D = "\r", "\x03", "\x04"
+
+
+@pytest.fixture(autouse=True)
+def private_history(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTDA_HISTORY", str(tmp_path / "history"))
+    monkeypatch.delenv("CTDA_REPORTS", raising=False)
+
+
+def write_trace(folder, name="train"):
+    builder = TraceBuilder(rank=0, world_size=1)
+    main = builder.thread(100, "pt_main_thread")
+    builder.step(1, main, ts=0, dur=100)
+    builder.cpu_op(main, "aten::relu", ts=10, dur=20)
+    builder.cpu_op(main, "aten::relu", ts=40, dur=5)
+    builder.launch(main, ts=50, dur=5, kernel="relu_kernel", stream=7, kernel_ts=60, kernel_dur=30)
+    return builder.write(folder / f"{name}.json")
+
+
+@pytest.fixture
+def warehouse(tmp_path, run_cli, db_path):
+    assert run_cli("ingest", "-q", str(write_trace(tmp_path)), "--run", "train", "--meta", "bs=8").code == 0
+    return db_path
+
+
+@pytest.fixture
+def state(warehouse):
+    shell = open_state(str(warehouse))
+    yield shell
+    shell.set_output(None)
+    shell.con.close()
+
+
+def drive(state, *chunks: str, pause: float = 0.3) -> None:
+    """Type `chunks` into a real PromptSession over a pipe, then Ctrl-D.
+
+    Several chunks are typed with a pause between them, so that work prompt_toolkit does in
+    the background (completion after Tab) finishes before the next keys arrive.
+    """
+    with create_pipe_input() as pipe:
+        session = build_session(state, input=pipe, output=DummyOutput())
+        typist = threading.Thread(target=_type, args=(pipe, [*chunks, CTRL_D], pause), daemon=True)
+        typist.start()
+        assert loop(state, session) == 0
+        typist.join()
+
+
+def _type(pipe, chunks: list[str], pause: float) -> None:
+    for chunk in chunks:
+        pipe.send_text(chunk)
+        time.sleep(pause if len(chunks) > 2 else 0)
+
+
+def test_a_query_prints_an_aligned_table(state, capsys):
+    drive(state, "SELECT name, count(*) AS n FROM events WHERE name = 'aten::relu' GROUP BY name;" + ENTER)
+    out = capsys.readouterr().out
+    assert "aten::relu" in out and "(1 row)" in out
+
+
+def test_sql_spans_lines_until_the_semicolon(state, capsys):
+    drive(state, "SELECT 6 *" + ENTER + "7 AS answer" + ENTER + ";" + ENTER)
+    assert "42" in capsys.readouterr().out
+
+
+def test_ctrl_c_drops_the_input_and_the_session_goes_on(state, capsys):
+    drive(state, "SELECT 'dropped'" + CTRL_C + "SELECT 'kept';" + ENTER)
+    out = capsys.readouterr().out
+    assert "kept" in out and "dropped" not in out
+
+
+def test_errors_print_one_line_with_the_caret_and_the_session_goes_on(state, capsys):
+    drive(state, "SELEC 1;" + ENTER + "SELECT * FROM nosuch;" + ENTER + "SELECT 'still here';" + ENTER)
+    captured = capsys.readouterr()
+    assert "still here" in captured.out
+    errors = captured.err.splitlines()
+    assert errors[0].startswith("error: Parser Error") and errors[1].startswith("LINE 1: SELEC 1;")
+    assert errors[2].strip() == "^^^^^"
+    assert any("nosuch does not exist" in line for line in errors)
+    assert not any("Traceback" in line for line in errors)
+
+
+def test_quit_leaves_before_later_input(state, capsys):
+    drive(state, ".quit" + ENTER + "SELECT 'after quit';" + ENTER)
+    assert "after quit" not in capsys.readouterr().out
+
+
+def test_history_is_written_to_the_history_file(state, tmp_path):
+    drive(state, "SELECT 1;" + ENTER)
+    assert "SELECT 1;" in (tmp_path / "history").read_text()
+
+
+def test_tab_completes_a_dot_command(state, capsys):
+    drive(state, ".tabl\t", ENTER)
+    assert "experiments" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text, complete", [
+    ("SELECT 1", False), ("SELECT 1;", True), ("SELECT 1;  ", True), (".tables", True), ("", True),
+    ("SELECT ';' FROM x\nWHERE y", False),
+])
+def test_enter_runs_only_complete_input(text, complete):
+    assert input_complete(text) is complete
+
+
+def test_dot_command_lines_split_from_sql():
+    assert split_input("SELECT 1;\n.mode csv\nSELECT\n2;") == ["SELECT 1;", ".mode csv", "SELECT\n2;"]
+
+
+# ---- dot commands (through run_and_show, as the loop calls it) ----------------------------
+
+def run(state, text: str, capsys) -> tuple[bool, str, str]:
+    worked = run_and_show(state, text)
+    captured = capsys.readouterr()
+    return worked, captured.out, captured.err
+
+
+def test_help_is_generated_from_the_registry(state, capsys):
+    _, out, _ = run(state, ".help", capsys)
+    for command in REGISTRY.values():
+        assert command.name in out and command.help[:30] in out
+
+
+def test_help_for_one_command(state, capsys):
+    _, out, _ = run(state, ".help timer", capsys)
+    assert ".timer" in out and ".mode" not in out
+
+
+@pytest.mark.parametrize("line, expected", [
+    (".tables", "events"), (".schema runs", "ingested_at"), (".schema", "CREATE TABLE"),
+    (".runs", "train"), (".reports", "hotspots_by_experiment"), (".report runs run=train", "train"),
+])
+def test_listing_commands(state, capsys, line, expected):
+    worked, out, err = run(state, line, capsys)
+    assert worked and expected in out, err
+
+
+@pytest.mark.parametrize("line, message", [
+    (".nosuch", "unknown command .nosuch"),
+    (".schema nosuch", "no table or view named 'nosuch'"),
+    (".report nosuch", "no report named 'nosuch'"),
+    (".report runs bogus=1", "has no parameter 'bogus'"),
+    (".report runs run", "must look like KEY=VALUE"),
+    (".mode html", "unknown mode 'html'"),
+    (".timer maybe", "usage: .timer on|off"),
+    (".dialect klingon", "unknown dialect 'klingon'"),
+    (".read /no/such/file.sql", "no such file"),
+    (".analyze --method fastest", "unknown method 'fastest'"),
+    (".ingest", "usage: .ingest PATH..."),
+    (".ingest /no/such/trace.json", "no such file or folder"),
+])
+def test_dot_command_errors_are_one_line(state, capsys, line, message):
+    worked, _, err = run(state, line, capsys)
+    assert not worked and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_mode_changes_the_rendering(state, capsys):
+    run(state, ".mode json", capsys)
+    _, out, _ = run(state, "SELECT 1 AS a;", capsys)
+    assert json.loads(out) == [{"a": 1}]
+    run(state, ".mode csv", capsys)
+    assert run(state, "SELECT 1 AS a, 'x' AS b;", capsys)[1] == "a,b\n1,x\n"
+
+
+def test_timer_reports_elapsed_time(state, capsys):
+    run(state, ".timer on", capsys)
+    assert "time: " in run(state, "SELECT 1;", capsys)[2]
+    run(state, ".timer off", capsys)
+    assert "time: " not in run(state, "SELECT 1;", capsys)[2]
+
+
+def test_output_sends_results_to_a_file_and_back(state, capsys, tmp_path):
+    target = tmp_path / "out.csv"
+    run(state, f".output {target}", capsys)
+    run(state, ".mode csv", capsys)
+    assert run(state, "SELECT 7 AS seven;", capsys)[1] == ""
+    run(state, ".output stdout", capsys)
+    assert target.read_text() == "seven\n7\n"
+    assert "8" in run(state, "SELECT 8;", capsys)[1]
+
+
+def test_read_runs_sql_and_dot_commands_from_a_file(state, capsys, tmp_path):
+    script = tmp_path / "script.sql"
+    script.write_text(".mode csv\nSELECT 1 AS one;\nSELECT\n  2 AS two;\n")
+    _, out, _ = run(state, f".read {script}", capsys)
+    assert out == "mode csv\none\n1\ntwo\n2\n"
+
+
+def test_dialect_postgres_transpiles_typed_sql(state, capsys):
+    run(state, ".dialect postgres", capsys)
+    _, out, err = run(state, "SELECT FLOOR(7 / 2) * 2 AS bucket;", capsys)
+    assert "6" in out, err
+
+
+def test_ingest_and_meta_columns_from_the_shell(state, capsys, tmp_path):
+    folder = tmp_path / "more"
+    folder.mkdir()
+    worked, out, err = run(state, f".ingest {write_trace(folder, 'second')} --run second --meta gpu=h100", capsys)
+    assert worked and "second" in out, err
+    _, out, _ = run(state, "SELECT run, gpu FROM run_meta WHERE gpu IS NOT NULL;", capsys)
+    assert "h100" in out
+
+
+def test_analyze_runs_the_engine_or_says_why_not(state, capsys):
+    worked, out, err = run(state, ".analyze --run train", capsys)
+    assert out.strip() if worked else len(err.strip().splitlines()) == 1
+    assert run(state, "SELECT 'session goes on';", capsys)[0]
+
+
+def test_read_only_refuses_writes_with_a_clear_line(warehouse, capsys):
+    shell = open_state(str(warehouse), read_only=True)
+    try:
+        for line in ("CREATE TABLE t (a INTEGER);", f".ingest {warehouse}"):
+            worked, _, err = run(shell, line, capsys)
+            assert not worked and err.strip() == "error: the database is open read-only"
+        assert run(shell, "SELECT count(*) FROM events;", capsys)[0]
+    finally:
+        shell.con.close()
+
+
+def test_long_results_are_cut_with_a_note(state, capsys):
+    state.max_rows = 5
+    _, out, _ = run(state, "SELECT * FROM range(100);", capsys)
+    assert "only the first 5 rows" in out
