@@ -252,3 +252,11 @@ def test_meta_without_equals_sign_is_an_error(builder, tmp_path, run_cli):
     path = every_kind_trace(builder).write(tmp_path / "meta.json")
     result = run_cli("ingest", str(path), "--meta", "batch_size")
     assert result.code == 1 and result.err.startswith("error:") and "KEY=VALUE" in result.err
+
+
+def test_skipped_file_under_a_new_run_name_leaves_no_empty_run(builder, tmp_path, run_cli, db_path):
+    path = every_kind_trace(builder).write(tmp_path / "again.json")
+    run_cli("ingest", str(path), "--run", "first")
+    second = run_cli("ingest", str(path), "--run", "second", "--meta", "note=retry")
+    assert "already ingested as run first" in second.err
+    assert fetch(db_path, "SELECT name, meta FROM runs") == [("first", "{}")]

@@ -129,6 +129,9 @@ def _load_batch(con, parsed, name, meta, replace, show_progress) -> IngestResult
         for trace in parsed:
             _load_or_skip(con, trace, run_id, replace, result)
             advance()
+    # every file skipped (already ingested elsewhere): do not leave an empty new run behind
+    con.execute("DELETE FROM runs WHERE run_id = ? AND run_id NOT IN (SELECT run_id FROM traces)",
+                [run_id])
     return result
 
 
