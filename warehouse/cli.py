@@ -263,6 +263,10 @@ def main(argv: list[str] | None = None, shell: Callable[[argparse.Namespace], in
     except KeyboardInterrupt:
         print("interrupted; the database is unchanged", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # output piped into `head` and the like: stop quietly
+        sys.stderr.close()
+        return 0
 
 
 def first_line(exc: BaseException) -> str:
