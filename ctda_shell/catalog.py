@@ -15,8 +15,8 @@ EVENT_NAME_LIMIT = 50
 class Catalog:
     """Tables, columns, functions, keywords, reports, run and event names of one database.
 
-    Queries go through a cursor of their own, so completion never disturbs the session's
-    connection. `forget()` drops what DDL or an ingest may have changed.
+    Queries use the session's own connection: temporary macros and UDFs live only there, and
+    completion runs while no query does. `forget()` drops what DDL or an ingest may change.
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection):
@@ -25,7 +25,7 @@ class Catalog:
 
     def _rows(self, sql: str, params=None) -> list[tuple]:
         try:
-            return self._con.cursor().execute(sql, params).fetchall()
+            return self._con.execute(sql, params).fetchall()
         except duckdb.Error:
             return []  # e.g. no events table yet: nothing to offer
 
