@@ -43,14 +43,17 @@ def test_demo_ingests_into_the_given_db_and_prints_the_summary(run_cli, db_path,
     assert counts == (len(demo_events), 3, ["demo"])
 
 
-def test_demo_mentions_the_critical_path_reports_or_that_they_are_pending(run_cli):
+def test_demo_prints_critical_path_reports_or_says_they_are_pending(run_cli, db_path):
     out = run_cli("demo").out
     try:
         import warehouse.analyze  # noqa: F401
     except ImportError:
         assert "warehouse.analyze is missing" in out
-    else:
-        assert "hotspots" in out and "cpcr" in out
+        return
+    assert "\nhotspots:" in out and "\ncpcr:" in out
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        steps = con.execute("SELECT DISTINCT step FROM critical_path ORDER BY step").fetchall()
+    assert steps == [(2,), (3,), (4,)]
 
 
 def test_demo_twice_on_one_db_skips_the_reload_and_still_summarises(run_cli, db_path):

@@ -91,7 +91,8 @@ def _print_report(con, report_name: str, run_name: str) -> None:
     from .reports import find_report, run_report
 
     report = find_report(report_name)
-    given = {"run": run_name} if any(p.name == "run" for p in report.params) else {}
+    wanted = {"run": run_name, "top": str(TOP_OPS)}
+    given = {p.name: wanted[p.name] for p in report.params if p.name in wanted}
     cursor = run_report(con, report, given)
     print(f"\n{report_name}: {report.description}")
     print(render([d[0] for d in cursor.description], cursor.fetchall(), "table"))
