@@ -1,0 +1,106 @@
+-- Kernel and launch analyses: kernel breakdown, launch statistics, launch queue length,
+-- frequent kernel sequences. Same scope arguments as analyses_gpu_time.sql.
+
+-- Time per kernel name and its class, with the class total and share of GPU op time.
+CREATE OR REPLACE TEMP MACRO analysis_kernel_breakdown(run_name, rank_no, include_last_step := false) AS TABLE
+WITH per_kernel AS (
+    SELECT run, rank, kernel_type, name, count(*) AS kernel_count, sum(dur_us) AS total_us,
+           avg(dur_us) AS mean_us, max(dur_us) AS max_us
+    FROM analysis_gpu_work(run_name, rank_no, include_last_step := include_last_step)
+    GROUP BY run, rank, kernel_type, name
+)
+SELECT *,
+       sum(total_us) OVER (PARTITION BY run, rank, kernel_type) AS type_total_us,
+       100 * total_us / sum(total_us) OVER (PARTITION BY run, rank) AS share_pct,
+       row_number() OVER (PARTITION BY run, rank, kernel_type ORDER BY total_us DESC, name) AS rank_in_type
+FROM per_kernel;
+
+-- One row per launch call and the GPU op it started (HTA: cudaLaunchKernel(ExC) and,
+-- with include_memory, cudaMemcpyAsync / cudaMemsetAsync). launch_delay_us is the gap
+-- from the end of the call to the op's start, clipped at zero as HTA does.
+CREATE OR REPLACE TEMP MACRO analysis_launch_stats(run_name, rank_no, include_last_step := false,
+    runtime_cutoff_us := 50, launch_delay_cutoff_us := 100, include_memory := true) AS TABLE
+SELECT run, rank, correlation, launch_name, name AS kernel_name, stream,
+       launch_ts_us, launch_dur_us AS cpu_us, dur_us AS gpu_us,
+       greatest(ts_us - launch_end_us, 0) AS launch_delay_us,
+       dur_us < launch_dur_us AS short_kernel,
+       launch_dur_us > runtime_cutoff_us AS runtime_outlier,
+       greatest(ts_us - launch_end_us, 0) > launch_delay_cutoff_us AS launch_delay_outlier
+FROM analysis_gpu_work(run_name, rank_no, include_last_step := include_last_step)
+WHERE analysis_is_launch_call(launch_name)
+  AND (include_memory OR launch_name NOT SIMILAR TO '(cuda|hip)Mem(cpy|set).*');
+
+-- Outstanding operations per stream: +1 when a launch call enqueues GPU work, -1 when the
+-- work starts on the stream (HTA's definition). One row per change point.
+CREATE OR REPLACE TEMP MACRO analysis_queue_series(run_name, rank_no, include_last_step := false) AS TABLE
+WITH changes AS (
+    SELECT run, run_id, rank, stream, launch_ts_us AS ts_us, 1 AS delta, event_id
+    FROM analysis_gpu_work(run_name, rank_no, include_last_step := include_last_step)
+    WHERE analysis_is_launch_call(launch_name)
+    UNION ALL
+    SELECT run, run_id, rank, stream, ts_us, -1 AS delta, event_id
+    FROM analysis_gpu_work(run_name, rank_no, include_last_step := include_last_step)
+    WHERE analysis_is_launch_call(launch_name)
+)
+SELECT run, rank, stream, ts_us,
+       sum(delta) OVER w AS queue_length,
+       lead(ts_us) OVER w - ts_us AS held_us
+FROM changes
+WINDOW w AS (PARTITION BY run_id, rank, stream ORDER BY ts_us, delta DESC, event_id
+             ROWS UNBOUNDED PRECEDING);
+
+-- Queue length summary per stream. mean_queue_length averages the change points, as HTA's
+-- describe() does; time_weighted_mean weights each value by how long it held.
+-- blocked_us: time with max_queue_length or more outstanding (the CPU blocks on launch).
+CREATE OR REPLACE TEMP MACRO analysis_queue_length(run_name, rank_no, include_last_step := false,
+    max_queue_length := 1024) AS TABLE
+SELECT run, rank, stream,
+       count(*) AS change_points,
+       max(queue_length) AS max_queue_length,
+       avg(queue_length) AS mean_queue_length,
+       sum(queue_length * held_us) / nullif(sum(held_us), 0) AS time_weighted_mean,
+       coalesce(sum(held_us) FILTER (WHERE queue_length >= max_queue_length), 0) AS blocked_us
+FROM analysis_queue_series(run_name, rank_no, include_last_step := include_last_step)
+GROUP BY run, rank, stream;
+
+-- Outermost CPU ops whose name contains operator_text (one nested in another match on
+-- the same thread is left out, so a kernel is counted once).
+CREATE OR REPLACE TEMP MACRO analysis_operator_roots(run_name, rank_no, operator_text) AS TABLE
+WITH matches AS (
+    SELECT e.run_id, r.name AS run, e.rank, e.event_id, e.name, e.pid, e.tid, e.ts_us, e.end_us, e.dur_us
+    FROM events AS e JOIN runs AS r USING (run_id)
+    WHERE e.cat = 'cpu_op' AND e.ph = 'X' AND contains(e.name, operator_text)
+      AND (run_name IS NULL OR r.name = run_name) AND (rank_no IS NULL OR e.rank = rank_no)
+)
+SELECT m.* FROM matches AS m
+WHERE NOT EXISTS (
+    SELECT 1 FROM matches AS outer_op
+    WHERE outer_op.run_id = m.run_id AND outer_op.rank = m.rank AND outer_op.pid = m.pid
+      AND outer_op.tid = m.tid AND outer_op.event_id <> m.event_id
+      AND outer_op.ts_us <= m.ts_us AND outer_op.end_us >= m.end_us
+      AND (outer_op.ts_us < m.ts_us OR outer_op.end_us > m.end_us OR outer_op.event_id < m.event_id));
+
+-- Kernel name sequences launched under each root op (launch calls nested in it on its
+-- thread), counted per rank like HTA's frequent CUDA kernel sequences.
+CREATE OR REPLACE TEMP MACRO analysis_kernel_sequences(run_name, rank_no, operator_text,
+    min_length := 3) AS TABLE
+WITH launched AS (
+    SELECT op.run, op.rank, op.event_id AS op_event_id, op.name AS operator, op.dur_us AS op_us,
+           g.name AS kernel_name, g.ts_us AS kernel_ts_us, g.dur_us AS kernel_us
+    FROM analysis_operator_roots(run_name, rank_no, operator_text) AS op
+    JOIN analysis_gpu_ops AS g
+      ON g.run_id = op.run_id AND g.rank = op.rank AND g.launch_pid = op.pid AND g.launch_tid = op.tid
+     AND g.launch_ts_us >= op.ts_us AND g.launch_ts_us <= op.end_us
+),
+per_op AS (
+    SELECT run, rank, op_event_id, operator, any_value(op_us) AS op_us, count(*) AS kernel_count,
+           string_agg(kernel_name, ' -> ' ORDER BY kernel_ts_us) AS kernel_sequence,
+           sum(kernel_us) AS gpu_us
+    FROM launched
+    GROUP BY run, rank, op_event_id, operator
+    HAVING count(*) >= min_length
+)
+SELECT run, rank, operator, kernel_sequence, any_value(kernel_count) AS kernel_count,
+       count(*) AS occurrences, sum(gpu_us) AS gpu_us, sum(op_us) AS cpu_us
+FROM per_op
+GROUP BY run, rank, operator, kernel_sequence;
