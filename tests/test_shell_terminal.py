@@ -1,0 +1,61 @@
+"""The shell end to end under a real terminal (pexpect): prompt, query, output, .quit."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import pytest
+
+pexpect = pytest.importorskip("pexpect")
+
+# the space after the prompt arrives as a cursor movement, not a character
+PROMPT = "ctda>"
+
+
+@pytest.fixture
+def terminal_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTDA_HISTORY", str(tmp_path / "history"))
+    monkeypatch.setenv("PAGER", "cat")
+    monkeypatch.setenv("TERM", "xterm")
+    # pexpect does not answer cursor position requests; tell prompt_toolkit not to ask
+    monkeypatch.setenv("PROMPT_TOOLKIT_NO_CPR", "1")
+
+
+def spawn_shell(db, *extra):
+    executable = shutil.which("ctda-sql")
+    command, args = (executable, []) if executable else (sys.executable, ["-m", "ctda_shell.entry"])
+    return pexpect.spawn(command, [*args, "--db", str(db), "shell", *extra], encoding="utf-8",
+                         timeout=30, dimensions=(40, 120))
+
+
+def test_query_and_quit_in_a_real_terminal(tmp_path, terminal_env):
+    child = spawn_shell(tmp_path / "t.duckdb")
+    child.expect(PROMPT)
+    child.sendline("SELECT 40 + 2 AS answer;")
+    child.expect("42")
+    child.expect(r"\(1 row\)")
+    child.expect(PROMPT)
+    child.sendline("SELEC oops;")
+    child.expect("Parser Error")
+    child.expect(PROMPT)
+    child.sendline(".quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_read_only_shell_refuses_writes(tmp_path, terminal_env):
+    db = tmp_path / "t.duckdb"
+    from warehouse.connection import connect
+
+    connect(db).close()
+    child = spawn_shell(db, "--read-only")
+    child.expect("read-only")
+    child.expect(PROMPT)
+    child.sendline("CREATE TABLE t (a INTEGER);")
+    child.expect("the database is open read-only")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
