@@ -11,17 +11,22 @@ FROM cp_counted AS c
 JOIN cp_node_events AS m USING (run_id, rank, step, node_id);
 
 CREATE OR REPLACE TEMP TABLE cp_points AS
-WITH marks AS (
-    SELECT method, run_id, rank, step, node_id, ts_us AS t, 1 AS delta, event_id
+WITH members AS (
+    -- zero-length events execute nothing and would only confuse the nesting
+    SELECT * FROM cp_path_members WHERE kind = 'cpu' AND end_us > ts_us
+),
+marks AS (
+    -- at one instant: ends before starts; an outer start before an inner one, an inner end first
+    SELECT method, run_id, rank, step, node_id, ts_us AS t, 1 AS delta, -end_us AS nesting_order, event_id
+    FROM members
+    UNION ALL
+    SELECT method, run_id, rank, step, node_id, end_us, -1, -ts_us, event_id
+    FROM members
+    UNION ALL
+    SELECT DISTINCT method, run_id, rank, step, node_id, counted_start_us, 0, 0, NULL
     FROM cp_path_members WHERE kind = 'cpu'
     UNION ALL
-    SELECT method, run_id, rank, step, node_id, end_us, -1, event_id
-    FROM cp_path_members WHERE kind = 'cpu'
-    UNION ALL
-    SELECT DISTINCT method, run_id, rank, step, node_id, counted_start_us, 0, NULL
-    FROM cp_path_members WHERE kind = 'cpu'
-    UNION ALL
-    SELECT DISTINCT method, run_id, rank, step, node_id, counted_end_us, 0, NULL
+    SELECT DISTINCT method, run_id, rank, step, node_id, counted_end_us, 0, 0, NULL
     FROM cp_path_members WHERE kind = 'cpu'
 )
 SELECT *,
@@ -29,7 +34,7 @@ SELECT *,
     sum(delta) OVER (w ROWS UNBOUNDED PRECEDING) AS depth,
     lead(t) OVER w AS next_t
 FROM marks
-WINDOW w AS (PARTITION BY method, run_id, rank, step, node_id ORDER BY t, delta, event_id);
+WINDOW w AS (PARTITION BY method, run_id, rank, step, node_id ORDER BY t, delta, nesting_order, event_id);
 
 CREATE OR REPLACE TEMP TABLE cp_segments AS
 WITH opened AS (

@@ -1,6 +1,7 @@
 -- Name every CPU thread and GPU lane of one trace and give it a role.
 -- The autograd thread is found by name (pt_autograd_N) or by the backward nodes it runs;
--- the main thread is the one that marks the steps (else pt_main_thread, else pid = tid).
+-- the main thread is the op-running thread that marks the steps (else pt_main_thread, else
+-- pid = tid, else the one running most ops); a thread holding only the step markers is not it.
 INSERT INTO threads
 WITH activity AS (
     SELECT
@@ -39,7 +40,7 @@ lanes AS (
 ranked AS (
     SELECT *,
         row_number() OVER (
-            ORDER BY (NOT on_device AND NOT autograd_named AND cpu_ops + step_marks > 0) DESC,
+            ORDER BY (NOT on_device AND NOT autograd_named AND cpu_ops > 0) DESC,
                      step_marks DESC,
                      coalesce(name, '') LIKE '%pt_main_thread%' DESC,
                      pid = tid DESC,
@@ -51,7 +52,7 @@ SELECT
     $run_id, $rank, pid, tid, name,
     CASE
         WHEN on_device THEN 'stream'
-        WHEN main_rank = 1 AND NOT autograd_named AND cpu_ops + step_marks > 0 THEN 'main'
+        WHEN main_rank = 1 AND NOT autograd_named AND (cpu_ops > 0 OR step_marks > 0) THEN 'main'
         WHEN autograd_named OR backward_nodes > 0 THEN 'autograd'
         ELSE 'other'
     END AS role,
