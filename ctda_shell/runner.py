@@ -6,7 +6,7 @@ import threading
 
 import duckdb
 
-from warehouse.dialect import to_duckdb
+from warehouse.dialect import to_duckdb, warehouse_column_types
 from warehouse.errors import CtdaError
 
 from .state import Result, ShellState
@@ -20,7 +20,8 @@ class QueryCancelled(Exception):
 
 def run_sql(state: ShellState, text: str) -> list[Result]:
     """Every statement of `text` (in the session's dialect), one Result each."""
-    sql = to_duckdb(text, state.dialect)
+    column_types = warehouse_column_types(state.con) if state.dialect != "duckdb" else None
+    sql = to_duckdb(text, state.dialect, column_types)
     results = []
     for statement in duckdb.extract_statements(sql):
         results.append(run_statement(state, statement.query, statement.type))

@@ -13,7 +13,7 @@ def _trace(tmp_path, name: str, world_size: int | None = None):
     builder = TraceBuilder(rank=0, world_size=world_size)
     main = builder.thread(100, "pt_main_thread")
     builder.step(1, main, ts=0, dur=100)
-    builder.cpu_op(main, "aten::relu", ts=10, dur=20)
+    builder.cpu_op(main, f"op_of_{name}", ts=10, dur=20)  # distinct files, not re-loads of one
     return builder.write(tmp_path / f"{name}.json")
 
 
@@ -86,3 +86,8 @@ def test_meta_load_errors_are_one_line(tmp_path, run_cli, name, content, key, me
     result = run_cli("meta", "load", str(path), "--key", key)
     assert result.code == 1
     assert message in result.err and len(result.err.strip().splitlines()) == 1
+
+
+def test_runs_without_meta_give_a_run_meta_of_names(tmp_path, run_cli, open_db):
+    assert run_cli("ingest", "-q", str(_trace(tmp_path, "plain"))).code == 0
+    assert open_db().execute("SELECT run FROM run_meta").fetchall() == [("plain",)]

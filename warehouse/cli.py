@@ -73,12 +73,12 @@ def cmd_analyze(args) -> int:
 
 
 def cmd_query(args) -> int:
-    from .dialect import to_duckdb
+    from .dialect import transpile_query
 
     sql = sys.stdin.read() if args.sql == "-" else args.sql
     if not sql.strip():
         raise CtdaError("no SQL given")
-    sql = to_duckdb(sql, args.dialect)
+    sql = transpile_query(sql, args.dialect, resolve_db_path(args.db))
     if args.explain_sql:
         print(sql)
         return 0

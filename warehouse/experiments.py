@@ -96,6 +96,8 @@ def refresh_run_meta(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 def _meta_column_types(con) -> dict[str, str]:
     merged = json.loads(con.execute(sqlfiles.load("views/meta_structure.sql")).fetchone()[0])
+    if not isinstance(merged, dict):
+        return {}  # every meta is {}: DuckDB answers "NULL"
     return {key: _scalar_type(value) for key, value in merged.items()}
 
 
