@@ -1,0 +1,156 @@
+"""Every bundled .sql file parses (sqlglot, DuckDB dialect), and every bundled report runs.
+
+Generic on purpose: reports and SQL files added later are covered without editing this file,
+except for a report parameter that has no usable default (REQUIRED_PARAMS below).
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import duckdb
+import pytest
+import sqlglot
+from sqlglot import exp
+
+from warehouse.reports import bundled_reports, run_report
+from warehouse.tracebuilder import TraceBuilder
+
+# Parameters whose default (NULL) the report refuses; values name the small warehouse's runs.
+REQUIRED_PARAMS = {"run_diff": {"run_a": "small", "run_b": "second"}}
+ANALYSIS_TABLES = {"nodes", "edges", "critical_path", "path_events", "analysis_windows"}
+# sqlglot has no grammar for DuckDB macros: parse the macro's body instead of its header
+_MACRO_HEADER = re.compile(
+    r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?(?:MACRO|FUNCTION)\s+[\w.]+\s*"
+    r"\((?:[^()]|\([^()]*\))*\)\s+AS\s+(?:TABLE\s+)?", re.I)
+
+
+def bundled_sql_files() -> list[str]:
+    found = []
+    for package in ("sql", "queries"):
+        found += [f"{package}/{path}" for path in _sql_paths(resources.files(package), "")]
+    return sorted(found)
+
+
+def _sql_paths(folder, prefix: str) -> list[str]:
+    paths = []
+    for entry in folder.iterdir():
+        if entry.is_dir() and not entry.name.startswith("__"):
+            paths += _sql_paths(entry, f"{prefix}{entry.name}/")
+        elif entry.name.endswith(".sql"):
+            paths.append(prefix + entry.name)
+    return paths
+
+
+def _read(name: str) -> str:
+    package, _, path = name.partition("/")
+    return resources.files(package).joinpath(path).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", bundled_sql_files())
+def test_sql_file_parses_statement_by_statement(name):
+    statements = duckdb.extract_statements(_read(name))
+    assert statements, f"{name} has no statement"
+    for statement in statements:
+        body = _MACRO_HEADER.sub("", statement.query, count=1)
+        try:
+            sqlglot.parse_one(body, read="duckdb")
+        except sqlglot.errors.ParseError as exc:
+            pytest.fail(f"{name}: sqlglot cannot parse\n{body[:300]}\n{exc}")
+
+
+def test_the_bundle_is_found():
+    assert {"queries/runs.sql", "queries/hotspots_by_experiment.sql", "sql/schema.sql"} <= set(bundled_sql_files())
+
+
+# ---- reports on a small warehouse -------------------------------------------------------
+
+def training_trace(rank: int, world_size: int, slow: float = 0.0) -> TraceBuilder:
+    """Two steps: forward on the main thread, backward on the autograd thread, a sync."""
+    builder = TraceBuilder(rank=rank, world_size=world_size)
+    main, autograd = builder.thread(100, "pt_main_thread"), builder.thread(200, "pt_autograd_0")
+    for number, start in ((1, 0.0), (2, 1000.0)):
+        builder.step(number, main, ts=start, dur=900 + slow)
+        builder.cpu_op(main, "aten::linear", ts=start + 10, dur=100)
+        builder.launch(main, ts=start + 20, dur=10, kernel="gemm_kernel", stream=7,
+                       kernel_ts=start + 40, kernel_dur=200 + slow)
+        builder.cpu_op(autograd, "autograd::engine::evaluate_function: AddmmBackward0", ts=start + 300, dur=200)
+        builder.launch(autograd, ts=start + 310, dur=10, kernel="gemm_backward", stream=7,
+                       kernel_ts=start + 330, kernel_dur=150)
+        builder.launch(main, ts=start + 520, dur=10, kernel="ncclKernel_AllReduce_RING_LL_Sum_float",
+                       stream=20, kernel_ts=start + 540, kernel_dur=100)
+        builder.runtime(main, "cudaDeviceSynchronize", ts=start + 600, dur=60)
+        builder.cpu_op(main, "Optimizer.step#SGD.step", ts=start + 700, dur=150)
+    return builder
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory):
+    """Runs `small` (two ranks) and `second`, analysed when the engine is importable."""
+    from warehouse.connection import connect
+    from warehouse.experiments import load_experiments, refresh_run_meta
+    from warehouse.ingest import ingest
+
+    folder = tmp_path_factory.mktemp("reports")
+    con = connect(folder / "w.duckdb")
+    for run, traces in (("small", [training_trace(0, 2), training_trace(1, 2, slow=50)]),
+                        ("second", [training_trace(0, 1, slow=20)])):
+        paths = [t.write(folder / f"{run}_{t.rank}.json") for t in traces]
+        ingest(con, paths, run_name=run, meta={"batch": 8}, show_progress=False)
+    refresh_run_meta(con)
+    (folder / "exp.csv").write_text("name,cluster\nsmall,a\nsecond,b\n")
+    load_experiments(con, folder / "exp.csv", "name")
+    analysed = _analyse(con)
+    yield con, analysed
+    con.close()
+
+
+def _analyse(con) -> bool:
+    try:
+        from warehouse.analyze import analyze
+    except ImportError:
+        return False
+    analyze(con, show_progress=False)
+    return True
+
+
+def _tables_read_by(sql: str) -> set[str]:
+    tables = set()
+    for statement in duckdb.extract_statements(sql):
+        tree = sqlglot.parse_one(statement.query, read="duckdb")
+        tables |= {table.name.lower() for table in tree.find_all(exp.Table)}
+    return tables
+
+
+@pytest.mark.parametrize("name", sorted(bundled_reports()))
+def test_bundled_report_runs(warehouse, name):
+    con, analysed = warehouse
+    report = bundled_reports()[name]
+    given = {key: str(value) for key, value in REQUIRED_PARAMS.get(name, {}).items()}
+    rows = run_report(con, report, given).fetchall()
+    if _tables_read_by(report.sql) & ANALYSIS_TABLES:
+        if not analysed:
+            pytest.skip("warehouse.analyze is not available: analysis tables stay empty")
+        assert rows, f"report {name} returned no rows on an analysed warehouse"
+
+
+def test_hotspots_by_experiment_joins_experiment_columns(warehouse):
+    con, analysed = warehouse
+    report = bundled_reports()["hotspots_by_experiment"]
+    if not analysed:
+        pytest.skip("warehouse.analyze is not available")
+    for column, values in (("world_size", {"1", "2"}), ("cluster", {"a", "b"}), ("batch", {"8"})):
+        rows = run_report(con, report, {"by": column}).fetchall()
+        assert {row[1] for row in rows} == values
+        shares = {}
+        for row in rows:
+            shares[row[1]] = shares.get(row[1], 0) + row[5]
+        assert all(abs(total - 1) < 1e-9 for total in shares.values())
+
+
+def test_hotspots_by_experiment_refuses_unknown_columns(warehouse):
+    con, _ = warehouse
+    report = bundled_reports()["hotspots_by_experiment"]
+    with pytest.raises(duckdb.Error, match="unknown experiment column nosuch; known: batch, cluster, world_size"):
+        run_report(con, report, {"by": "nosuch"}).fetchall()
