@@ -7,7 +7,9 @@ from test_engine_figures import figure1_trace
 
 def ingest_figure1(run_cli, tmp_path, run="fig1"):
     builder = figure1_trace()
-    builder.base_ts += len(run)  # distinct bytes: identical files are skipped as re-ingests
+    # distinct bytes per run: an identical file is skipped as a re-ingest
+    builder.events.append({"name": "process_name", "ph": "M", "ts": 0, "pid": 100, "tid": 0,
+                           "args": {"name": run}})
     trace = builder.write(tmp_path / f"{run}.json")
     assert run_cli("ingest", "-q", str(trace), "--run", run).code == 0
 
