@@ -1,7 +1,8 @@
 """Load trace files into the warehouse as one run, atomically.
 
-Each file is parsed once (in a process pool when there are several), its raw event objects
-are handed to DuckDB's JSON reader, and everything for the batch is written inside one
+Each file is parsed and validated once (in a process pool when there are several): a worker
+types its events with DuckDB's JSON reader into an Arrow table (traceio.py), and the main
+process only inserts those columns. Everything for the batch is written inside one
 transaction: a bad file or Ctrl-C leaves the database exactly as it was.
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -17,7 +17,6 @@ from decimal import ROUND_FLOOR, Decimal
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from . import sqlfiles
 from .errors import BadTraceError, CtdaError
@@ -69,13 +68,16 @@ def parse_files(files: list[Path], show_progress: bool = True) -> list[ParsedTra
     """Parse every file, in parallel across cores when there are several."""
     total_bytes = sum(f.stat().st_size for f in files)
     visible = show_progress and (len(files) > 1 or total_bytes > _LARGE_INPUT_BYTES)
-    workers = min(len(files), os.cpu_count() or 1)
+    cores = os.cpu_count() or 1
+    workers = min(len(files), cores)
     with progress_bar("parsing", len(files), visible) as advance:
         if workers <= 1:
             return [_parse_one(f, advance) for f in files]
+        # each worker's DuckDB gets its share of the cores, not all of them
+        threads = max(1, cores // workers)
         with ProcessPoolExecutor(max_workers=workers) as pool:
             parsed = []
-            for trace in pool.map(read_trace, files):
+            for trace in pool.map(read_trace, files, [threads] * len(files)):
                 parsed.append(trace)
                 advance()
             return parsed
@@ -214,49 +216,19 @@ def _now() -> datetime:
 
 
 def _load_trace(con, trace: ParsedTrace, run_id: int) -> None:
-    origin = con.execute("SELECT origin_ts FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]
-    _stage_raw_events(con, trace)
-    _check_durations(con, trace)
+    origin = con.execute("SELECT origin_ts FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
     params = {
         "run_id": run_id, "rank": trace.rank, "origin_ts": origin,
         "ts_offset_us": trace.ts_offset_us, "ts_scale": trace.ts_scale,
     }
-    con.execute(sqlfiles.load("ingest/events.sql"), params)
+    con.register("typed_events", trace.events)
+    try:
+        con.execute(sqlfiles.load("ingest/events.sql"), params)
+    finally:
+        con.unregister("typed_events")
     for derived in ("ingest/threads.sql", "ingest/steps.sql"):
         con.execute(sqlfiles.load(derived), {"run_id": run_id, "rank": trace.rank})
     _insert_trace_row(con, trace, run_id)
-    con.execute("DROP TABLE raw_events; DROP TABLE raw_ts")
-
-
-def _stage_raw_events(con, trace: ParsedTrace) -> None:
-    """raw_events(event_id, json) in file order, and raw_ts(event_id, ts_text)."""
-    with tempfile.TemporaryDirectory(prefix="ctda-ingest-") as folder:
-        events_file = Path(folder) / "events.json"
-        events_file.write_bytes(trace.events_json)
-        con.execute(
-            "CREATE TEMP TABLE raw_events AS SELECT row_number() OVER () - 1 AS event_id, json "
-            "FROM read_json_objects(?, format = 'array', maximum_object_size = 1073741824)",
-            [str(events_file)],
-        )
-    ts_table = pa.table({
-        "event_id": pa.array(range(trace.event_count), pa.int64()),
-        "ts_text": pa.array(trace.ts_texts, pa.string()),
-    })
-    con.register("ts_arrow", ts_table)
-    con.execute("CREATE TEMP TABLE raw_ts AS SELECT * FROM ts_arrow")
-    con.unregister("ts_arrow")
-
-
-def _check_durations(con, trace: ParsedTrace) -> None:
-    bad = con.execute(
-        "SELECT event_id, json ->> 'dur' FROM raw_events "
-        "WHERE json_exists(json, '$.dur') AND json ->> 'dur' IS NOT NULL "
-        "AND (TRY_CAST(json ->> 'dur' AS DOUBLE) IS NULL OR isnan(TRY_CAST(json ->> 'dur' AS DOUBLE)) "
-        "     OR TRY_CAST(json ->> 'dur' AS DOUBLE) < 0) "
-        "ORDER BY event_id LIMIT 1"
-    ).fetchone()
-    if bad:
-        raise BadTraceError(trace.path, f"event {bad[0]} has an invalid duration ({bad[1]})")
 
 
 def _insert_trace_row(con, trace: ParsedTrace, run_id: int) -> None:

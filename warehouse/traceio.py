@@ -1,8 +1,10 @@
-"""Read one Kineto trace file: decompress, validate, and locate the raw traceEvents bytes.
+"""Read one Kineto trace file: decompress, validate, and type its events.
 
-The event objects themselves are typed by DuckDB (sql/ingest/events.sql); this module only
-parses what DuckDB cannot give exactly: the timestamp text, whose nanosecond digits a
-float64 parse would lose.
+Python only touches the file as a whole (gunzip, the top-level keys); every per-event field
+is typed by DuckDB in one JSON parse (sql/ingest/typed_events.sql) into an Arrow table, so
+no Python object is made per event. DuckDB reads `ts` as DECIMAL from the number text, which
+keeps the nanosecond digits a float64 parse would lose. This runs in the ingest worker
+processes, so a bad file is refused before the database is touched.
 """
 
 from __future__ import annotations
@@ -10,14 +12,18 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import tempfile
 import zlib
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
+import duckdb
 import msgspec
+import pyarrow as pa
 from isal import igzip
 
+from . import sqlfiles
 from .errors import BadTraceError
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -27,7 +33,7 @@ _NANOSECOND_TS_FLOOR = 1e17
 
 
 class _EventHead(msgspec.Struct):
-    """The fields checked before loading; everything else stays raw for DuckDB."""
+    """The fields the reference checks read (only for files the SQL flags as suspect)."""
 
     ts: msgspec.Raw = msgspec.Raw(b"")
     name: msgspec.Raw = msgspec.Raw(b"")
@@ -39,8 +45,8 @@ class ParsedTrace:
     sha256: str
     file_bytes: int
     meta: dict
-    events_json: bytes
-    ts_texts: list[str]
+    # one row per traceEvent, in file order, typed by sql/ingest/typed_events.sql
+    events: pa.Table
     rank: int
     rank_source: str
     time_resolution: str
@@ -51,23 +57,31 @@ class ParsedTrace:
 
     @property
     def event_count(self) -> int:
-        return len(self.ts_texts)
+        return self.events.num_rows
 
 
 def is_trace_file(path: Path) -> bool:
     return path.is_file() and path.name.endswith(TRACE_SUFFIXES)
 
 
-def read_trace(path: Path) -> ParsedTrace:
-    """Parse and validate one trace file; raises BadTraceError with a one-line reason."""
+def read_trace(path: Path, duckdb_threads: int | None = None) -> ParsedTrace:
+    """Parse and validate one trace file; raises BadTraceError with a one-line reason.
+
+    duckdb_threads caps the typing query's threads (worker processes share the cores)."""
     compressed = _read_bytes(path)
     text = _decompress(path, compressed)
     top = _decode_top(path, text)
     events_json = bytes(top.pop("traceEvents"))
-    heads = _decode_events(path, events_json)
-    ts_texts = _timestamp_texts(path, heads)
     meta = {key: msgspec.json.decode(value) for key, value in top.items()}
-    return _describe(path, compressed, meta, events_json, ts_texts)
+    con = duckdb.connect(config={"threads": duckdb_threads} if duckdb_threads else {})
+    try:
+        events = _type_events(path, con, events_json)
+        con.register("events", events)
+        _check_events(path, con, events_json)
+        resolution, scale, min_ts = _time_resolution(con)
+    finally:
+        con.close()
+    return _describe(path, compressed, meta, events, (resolution, scale, min_ts))
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -109,6 +123,37 @@ def _json_problem(text: bytes, exc: Exception) -> str:
     return str(exc).replace("JSON is malformed: ", "")
 
 
+def _type_events(path: Path, con, events_json: bytes) -> pa.Table:
+    """The events as typed columns, one DuckDB JSON parse per event (no Python per event)."""
+    with tempfile.TemporaryDirectory(prefix="ctda-parse-") as folder:
+        events_file = Path(folder) / "events.json"
+        events_file.write_bytes(events_json)
+        sql = sqlfiles.load("ingest/typed_events.sql")
+        try:
+            return con.sql(sql, params={"events_file": str(events_file)}).to_arrow_table()
+        except duckdb.Error as exc:
+            _decode_events(path, events_json)  # raises the precise message when it can
+            raise BadTraceError(path, f"traceEvents could not be read ({exc})") from None
+
+
+def _check_events(path: Path, con, events_json: bytes) -> None:
+    """Refuse events without ts or name, with a non-numeric ts, or with an invalid dur."""
+    suspect = con.execute("SELECT bool_or(suspect_ts) FROM events").fetchone()[0]
+    if suspect:
+        # the reference checks in Python give the exact message; only bad-looking files pay
+        _timestamp_texts(path, _decode_events(path, events_json))
+    _check_durations(path, con)
+
+
+def _check_durations(path: Path, con) -> None:
+    bad = con.execute(
+        "SELECT event_id, dur_text FROM events WHERE dur_text IS NOT NULL "
+        "AND (dur_raw IS NULL OR isnan(dur_raw) OR dur_raw < 0) ORDER BY event_id LIMIT 1"
+    ).fetchone()
+    if bad:
+        raise BadTraceError(path, f"event {bad[0]} has an invalid duration ({bad[1]})")
+
+
 def _decode_events(path: Path, events_json: bytes) -> list[_EventHead]:
     try:
         return msgspec.json.decode(events_json, type=list[_EventHead])
@@ -135,16 +180,15 @@ def _is_finite_number(text: str) -> bool:
         return False
 
 
-def _describe(path, compressed, meta, events_json, ts_texts) -> ParsedTrace:
+def _describe(path, compressed, meta, events, time_info) -> ParsedTrace:
     rank, rank_source = detect_rank(path, meta)
-    resolution, scale, min_ts = _time_resolution(ts_texts)
+    resolution, scale, min_ts = time_info
     base_ns = meta.get("baseTimeNanoseconds")
     offset = Decimal(int(base_ns)) / 1000 if isinstance(base_ns, (int, float)) else Decimal(0)
     return ParsedTrace(
         path=path, sha256=hashlib.sha256(compressed).hexdigest(), file_bytes=len(compressed),
-        meta=meta, events_json=events_json, ts_texts=ts_texts, rank=rank,
-        rank_source=rank_source, time_resolution=resolution, ts_scale=scale,
-        ts_offset_us=offset, min_ts=min_ts,
+        meta=meta, events=events, rank=rank, rank_source=rank_source,
+        time_resolution=resolution, ts_scale=scale, ts_offset_us=offset, min_ts=min_ts,
     )
 
 
@@ -159,14 +203,14 @@ def detect_rank(path: Path, meta: dict) -> tuple[int, str]:
     return 0, "default"
 
 
-def _time_resolution(ts_texts: list[str]) -> tuple[str, Decimal, Decimal | None]:
+def _time_resolution(con) -> tuple[str, Decimal, Decimal | None]:
     """('ns' when values carry sub-microsecond digits or are epoch nanoseconds, scale, min ts)."""
-    positive = [Decimal(t.strip('"')) for t in ts_texts if t not in ("0", '"0"')]
-    if not positive:
+    low, fractional = con.execute(
+        "SELECT min(ts_raw) FILTER (WHERE NOT unset_ts), bool_or(ts_raw <> trunc(ts_raw)) FROM events"
+    ).fetchone()
+    if low is None:
         return "us", Decimal(1), None
-    low = min(positive)
     if low > _NANOSECOND_TS_FLOOR:
         # whole nanoseconds written as integers: scale to microseconds
         return "ns", Decimal("0.001"), low / 1000
-    fractional = any("." in t and not t.rstrip('0"').endswith(".") for t in ts_texts)
     return ("ns" if fractional else "us"), Decimal(1), low
