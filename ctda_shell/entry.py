@@ -14,6 +14,10 @@ def _run_shell(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     from warehouse.cli import main as cli_main
 
+    from .commands import help_text
+
+    # `ctda-sql shell --help` lists the dot commands from the same registry as `.help`
+    _run_shell.help_text = help_text()
     return cli_main(argv, shell=_run_shell)
 
 

@@ -6,7 +6,6 @@ import threading
 
 import duckdb
 
-from warehouse.dialect import to_duckdb, warehouse_column_types
 from warehouse.errors import CtdaError
 
 from .state import Result, ShellState
@@ -20,6 +19,8 @@ class QueryCancelled(Exception):
 
 def run_sql(state: ShellState, text: str) -> list[Result]:
     """Every statement of `text` (in the session's dialect), one Result each."""
+    from warehouse.dialect import to_duckdb, warehouse_column_types  # sqlglot: only when SQL runs
+
     column_types = warehouse_column_types(state.con) if state.dialect != "duckdb" else None
     sql = to_duckdb(text, state.dialect, column_types)
     results = []

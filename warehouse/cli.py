@@ -134,7 +134,7 @@ def _add_format(parser) -> None:
                         help="output format (default: table)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(shell_help: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ctda-sql",
         description="A SQL warehouse for PyTorch profiler traces, with CTDA-CPA critical paths. "
@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_add_ingest, _add_analyze, _add_report, _add_query, _add_meta, _add_demo, _add_shell):
         add(sub)
+    if shell_help:  # the dot commands, described by the layer that defines them
+        sub.choices["shell"].epilog = shell_help
+        sub.choices["shell"].formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
 
@@ -244,7 +247,7 @@ def _add_shell(sub) -> None:
 
 def main(argv: list[str] | None = None, shell: Callable[[argparse.Namespace], int] | None = None) -> int:
     """Run one command; `shell` is the interactive shell, provided by the layer above."""
-    parser = build_parser()
+    parser = build_parser(getattr(shell, "help_text", None))
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     try:

@@ -1,0 +1,72 @@
+"""Every dot command and every bundled report is documented: --help, docs/shell.md, README."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctda_shell.commands import REGISTRY
+from warehouse.reports import bundled_reports
+
+ROOT = Path(__file__).resolve().parent.parent
+SHELL_DOC = (ROOT / "docs" / "shell.md").read_text(encoding="utf-8")
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def shell_help():
+    import contextlib
+    import io
+
+    from ctda_shell.entry import main
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), pytest.raises(SystemExit):
+        main(["shell", "--help"])
+    return buffer.getvalue()
+
+
+def _doc_row(command) -> str:
+    return f"| `{command.name}` | " + (f"`{command.args.replace('|', chr(92) + '|')}`" if command.args else "")
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_dot_command_is_in_the_shell_doc_with_its_arguments(name):
+    command = REGISTRY[name]
+    assert _doc_row(command) in SHELL_DOC, f"docs/shell.md has no row starting {_doc_row(command)!r}"
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_dot_command_is_in_the_readme(name):
+    assert f"`{name}`" in README
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_dot_command_is_in_shell_help(shell_help, name):
+    assert f"{name} {REGISTRY[name].args}".strip() in shell_help
+
+
+@pytest.mark.parametrize("name", sorted(bundled_reports()))
+def test_report_is_in_the_shell_doc(name):
+    report = bundled_reports()[name]
+    row = f"| `{name}` | {report.description.replace('|', chr(92) + '|')} |"
+    assert row in SHELL_DOC, f"docs/shell.md has no row {row!r}"
+    for param in report.params:
+        assert f"`{param.name}`" in SHELL_DOC.split(row, 1)[1].splitlines()[0]
+
+
+@pytest.mark.parametrize("name", sorted(bundled_reports()))
+def test_report_is_listed_by_the_cli(run_cli, name):
+    assert name in run_cli("report", "--list", "--format", "csv").out
+
+
+def test_the_readme_points_at_the_shell_doc():
+    assert "docs/shell.md" in README
+
+
+def test_every_documented_dot_command_exists():
+    import re
+
+    documented = set(re.findall(r"^\| `(\.[a-z]+)` \|", SHELL_DOC, flags=re.M))
+    assert documented == set(REGISTRY)
