@@ -44,15 +44,24 @@ LEFT JOIN launches AS l ON l.run_id = t.run_id AND l.rank = t.rank AND l.top_eve
 LEFT JOIN last_sync AS s ON s.run_id = t.run_id AND s.rank = t.rank AND s.top_event_id = t.event_id
 LEFT JOIN context AS c ON c.run_id = t.run_id AND c.rank = t.rank AND c.event_id = t.event_id;
 
--- Phase of each top-level event: the matching rule with the lowest priority.
+-- Phase of each top-level event: the matching rule with the lowest priority. Patterns are
+-- matched once per distinct (name, annotations, role), not per event: far fewer regexes.
 CREATE OR REPLACE TEMP TABLE cp_top_phases AS
-SELECT t.run_id, t.rank, t.event_id, arg_min(r.phase, r.priority) AS phase
+WITH kinds AS (
+    SELECT DISTINCT name, annotations, role FROM cp_tops
+),
+classified AS (
+    SELECT k.name, k.annotations, k.role, arg_min(r.phase, r.priority) AS phase
+    FROM kinds AS k
+    JOIN phase_rules AS r
+        ON (r.name_pattern IS NULL OR regexp_matches(k.name, r.name_pattern, 'i'))
+       AND (r.annotation_pattern IS NULL OR regexp_matches(k.annotations, r.annotation_pattern, 'i'))
+       AND (r.thread_role IS NULL OR r.thread_role = k.role)
+    GROUP BY ALL
+)
+SELECT t.run_id, t.rank, t.event_id, c.phase
 FROM cp_tops AS t
-JOIN phase_rules AS r
-    ON (r.name_pattern IS NULL OR regexp_matches(t.name, r.name_pattern, 'i'))
-   AND (r.annotation_pattern IS NULL OR regexp_matches(t.annotations, r.annotation_pattern, 'i'))
-   AND (r.thread_role IS NULL OR r.thread_role = t.role)
-GROUP BY ALL;
+JOIN classified AS c USING (name, annotations, role);
 
 -- Node boundaries on the logical thread (events of all its OS threads in time order).
 CREATE OR REPLACE TEMP TABLE cp_top_nodes AS
