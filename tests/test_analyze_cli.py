@@ -91,3 +91,13 @@ def test_hotspots_and_cpcr_reports_as_json(run_cli, tmp_path):
     cpcr = json.loads(run_cli("report", "cpcr", "-p", "method=ctda", "--format", "json").out)
     assert len(cpcr) == 1 and 0 < cpcr[0]["cpcr"] <= 1
     assert {"run", "rank", "step", "method", "step_us", "path_us", "cpcr"} <= set(cpcr[0])
+
+
+def test_no_split_starved_switch_reproduces_the_papers_gpu_nodes(run_cli, tmp_path, open_db):
+    from test_engine_figures import figure2_trace
+
+    run_cli("ingest", "-q", str(figure2_trace().write(tmp_path / "fig2.json")))
+    run_cli("analyze", "-q")
+    split_nodes = count(open_db, "SELECT count(*) FROM nodes WHERE kind = 'gpu' AND method = 'ctda'")
+    run_cli("analyze", "-q", "--no-split-starved")
+    assert count(open_db, "SELECT count(*) FROM nodes WHERE kind = 'gpu' AND method = 'ctda'") == split_nodes - 1

@@ -63,11 +63,12 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_analyze(args) -> int:
-    from .analyze import analyze
+    from .analyze import AnalysisSettings, analyze
 
     con = connect(resolve_db_path(args.db))
+    settings = AnalysisSettings(split_starved=not args.no_split_starved)
     summary = analyze(con, run=args.run, method=args.method, window_prefix=args.window,
-                      show_progress=not args.quiet)
+                      show_progress=not args.quiet, settings=settings)
     print(summary)
     return 0
 
@@ -183,6 +184,9 @@ def _add_analyze(sub) -> None:
                         "(default: all)")
     p.add_argument("--window", metavar="PREFIX",
                    help="analyse every annotation whose name starts with PREFIX instead of ProfilerStep")
+    p.add_argument("--no-split-starved", action="store_true",
+                   help="keep one GPU node per CPU node and stream, as the method's paper does, "
+                        "instead of splitting it where the GPU sat idle waiting for a launch")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     _db_option(p)
     p.set_defaults(handler=cmd_analyze)
