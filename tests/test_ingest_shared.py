@@ -99,7 +99,7 @@ def test_two_ranks_share_one_time_origin(shared_db):
     assert abs(starts[0][0] - starts[1][0]) < 1e6
 
 
-@pytest.mark.parametrize("run", ["nccl", "ns_resolution", "backward_thread", "two_ranks"])
+@pytest.mark.parametrize("run", ["nccl", "ns_resolution", "two_ranks"])
 def test_autograd_thread_is_recognised(shared_db, run):
     rows = fetch(shared_db, "SELECT rank, count(*) FILTER (WHERE role = 'autograd'), "
                             "count(*) FILTER (WHERE role = 'main') "
