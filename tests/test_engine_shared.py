@@ -69,3 +69,13 @@ def test_autograd_and_main_threads_are_linked_on_the_nccl_path(shared_warehouse)
         "SELECT DISTINCT n.phase FROM critical_path c JOIN nodes n USING (run_id, rank, step, method, node_id) "
         "JOIN runs r USING (run_id) WHERE r.name = 'nccl' AND c.method = 'ctda'").fetchall()}
     assert {"Forward", "Backward", "Update"} <= phases
+
+
+@pytest.mark.parametrize("run, roles", [
+    ("backward_thread", {"3914": "main", "24922": "autograd"}),
+    ("triton", {"1670242": "main", "3100453": "other"}),
+])
+def test_thread_roles_where_step_markers_sit_apart_from_the_work(shared_warehouse, run, roles):
+    found = dict(shared_warehouse.execute(
+        "SELECT t.tid, t.role FROM threads t JOIN runs r USING (run_id) WHERE r.name = ?", [run]).fetchall())
+    assert {tid: found[tid] for tid in roles} == roles

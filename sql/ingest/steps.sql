@@ -20,7 +20,9 @@ whole AS (
     SELECT 0 AS step, 'whole trace' AS name, min(ts_us) AS start_us, max(end_us) AS end_us,
            NULL::BIGINT AS event_id
     FROM events
+    -- the profiler's own span (cat Trace) starts before any work and is not part of it
     WHERE run_id = $run_id AND rank = $rank AND ph IN ('X', 'i') AND ts_us IS NOT NULL
+      AND coalesce(cat, '') <> 'Trace'
     HAVING count(*) > 0 AND NOT EXISTS (SELECT 1 FROM annotated)
 )
 SELECT $run_id, $rank, step, name, start_us, end_us, end_us - start_us, false, event_id

@@ -1,7 +1,7 @@
 -- Name every CPU thread and GPU lane of one trace and give it a role.
 -- The autograd thread is found by name (pt_autograd_N) or by the backward nodes it runs;
--- the main thread is the op-running thread that marks the steps (else pt_main_thread, else
--- pid = tid, else the one running most ops); a thread holding only the step markers is not it.
+-- the main thread is the op-running thread that marks the steps, else a thread running
+-- forward work (the markers may sit on a thread of their own), else the marker thread.
 INSERT INTO threads
 WITH activity AS (
     SELECT
@@ -40,8 +40,12 @@ lanes AS (
 ranked AS (
     SELECT *,
         row_number() OVER (
-            ORDER BY (NOT on_device AND NOT autograd_named AND cpu_ops > 0) DESC,
-                     step_marks DESC,
+            -- a thread that marks steps and runs ops; else one running forward (non-backward)
+            -- work; else the thread holding the step markers; then names and size
+            ORDER BY (NOT on_device AND NOT autograd_named AND cpu_ops + step_marks > 0) DESC,
+                     (step_marks > 0 AND cpu_ops > 0) DESC,
+                     (cpu_ops > 0 AND backward_nodes = 0) DESC,
+                     step_marks > 0 DESC,
                      coalesce(name, '') LIKE '%pt_main_thread%' DESC,
                      pid = tid DESC,
                      cpu_ops DESC
@@ -52,7 +56,7 @@ SELECT
     $run_id, $rank, pid, tid, name,
     CASE
         WHEN on_device THEN 'stream'
-        WHEN main_rank = 1 AND NOT autograd_named AND (cpu_ops > 0 OR step_marks > 0) THEN 'main'
+        WHEN main_rank = 1 AND NOT autograd_named AND cpu_ops + step_marks > 0 THEN 'main'
         WHEN autograd_named OR backward_nodes > 0 THEN 'autograd'
         ELSE 'other'
     END AS role,
