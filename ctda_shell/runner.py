@@ -48,25 +48,36 @@ def fetch(cursor, max_rows: int) -> Result:
 def interruptible(con: duckdb.DuckDBPyConnection, work):
     """Run `work()` in a helper thread so Ctrl-C can interrupt the query via con.interrupt()."""
     outcome: dict = {}
+    # an Event, not Thread.join: a join cut short by Ctrl-C can report a live thread as ended
+    done = threading.Event()
 
     def target():
         try:
             outcome["value"] = work()
         except BaseException as exc:  # handed to the waiting thread
             outcome["error"] = exc
+        finally:
+            done.set()
 
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
+    threading.Thread(target=target, daemon=True).start()
     try:
-        while thread.is_alive():
-            thread.join(0.05)
+        while not done.wait(0.05):
+            pass
     except KeyboardInterrupt:
-        con.interrupt()
-        thread.join()
-        raise QueryCancelled("query cancelled") from None
+        _cancel(con, done)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+def _cancel(con: duckdb.DuckDBPyConnection, done: threading.Event):
+    con.interrupt()
+    while not done.is_set():
+        try:
+            done.wait()
+        except KeyboardInterrupt:
+            con.interrupt()  # impatient second Ctrl-C: the query is already stopping
+    raise QueryCancelled("query cancelled")
 
 
 def error_lines(exc: BaseException) -> list[str]:

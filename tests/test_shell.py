@@ -28,7 +28,7 @@ def write_trace(folder, name="train"):
     main = builder.thread(100, "pt_main_thread")
     builder.step(1, main, ts=0, dur=100)
     builder.cpu_op(main, "aten::relu", ts=10, dur=20)
-    builder.cpu_op(main, "aten::relu", ts=40, dur=5)
+    builder.cpu_op(main, f"op_of_{name}", ts=40, dur=5)  # distinct files, not re-loads of one
     builder.launch(main, ts=50, dur=5, kernel="relu_kernel", stream=7, kernel_ts=60, kernel_dur=30)
     return builder.write(folder / f"{name}.json")
 
@@ -237,3 +237,42 @@ def test_long_results_are_cut_with_a_note(state, capsys):
     state.max_rows = 5
     _, out, _ = run(state, "SELECT * FROM range(100);", capsys)
     assert "only the first 5 rows" in out
+
+
+def test_ctrl_c_interrupts_a_running_query(state, capsys):
+    import _thread
+
+    timer = threading.Timer(0.5, _thread.interrupt_main)  # what Ctrl-C does to the main thread
+    timer.start()
+    started = time.perf_counter()
+    worked, _, err = run(state, "SELECT count(*) FROM range(10000000000) a, range(1000) b WHERE a.range + b.range = -1;", capsys)
+    timer.join()
+    assert not worked and "query cancelled" in err and time.perf_counter() - started < 20
+    assert run(state, "SELECT 'usable after cancel';", capsys)[0]
+
+
+def test_tall_results_go_through_the_pager_on_a_terminal(state, monkeypatch):
+    import pydoc
+    import sys
+
+    from ctda_shell.app import write
+
+    paged = []
+    monkeypatch.setattr(pydoc, "pager", paged.append)
+    monkeypatch.setattr(sys, "stdout", _FakeTerminal())
+    write(state, "\n".join(str(i) for i in range(500)))
+    write(state, "short")
+    assert len(paged) == 1 and sys.stdout.written == "short\n"
+
+
+class _FakeTerminal:
+    written = ""
+
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        self.written += text
+
+    def flush(self):
+        pass

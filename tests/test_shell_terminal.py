@@ -22,15 +22,16 @@ def terminal_env(tmp_path, monkeypatch):
     monkeypatch.setenv("PROMPT_TOOLKIT_NO_CPR", "1")
 
 
-def spawn_shell(db, *extra):
+def spawn_shell(db, *words):
     executable = shutil.which("ctda-sql")
     command, args = (executable, []) if executable else (sys.executable, ["-m", "ctda_shell.entry"])
-    return pexpect.spawn(command, [*args, "--db", str(db), "shell", *extra], encoding="utf-8",
+    return pexpect.spawn(command, [*args, "--db", str(db), *words], encoding="utf-8",
                          timeout=30, dimensions=(40, 120))
 
 
-def test_query_and_quit_in_a_real_terminal(tmp_path, terminal_env):
-    child = spawn_shell(tmp_path / "t.duckdb")
+@pytest.mark.parametrize("words", [("shell",), ()], ids=["shell", "no-command"])
+def test_query_and_quit_in_a_real_terminal(tmp_path, terminal_env, words):
+    child = spawn_shell(tmp_path / "t.duckdb", *words)
     child.expect(PROMPT)
     child.sendline("SELECT 40 + 2 AS answer;")
     child.expect("42")
@@ -50,7 +51,7 @@ def test_read_only_shell_refuses_writes(tmp_path, terminal_env):
     from warehouse.connection import connect
 
     connect(db).close()
-    child = spawn_shell(db, "--read-only")
+    child = spawn_shell(db, "shell", "--read-only")
     child.expect("read-only")
     child.expect(PROMPT)
     child.sendline("CREATE TABLE t (a INTEGER);")
