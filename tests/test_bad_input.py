@@ -87,6 +87,7 @@ BAD_FILES = [
     ("top_level_list", "list.json", "[" + _OK_EVENT + "]", "not a Kineto trace"),
     ("no_trace_events", "other.json", '{"schemaVersion": 1, "events": []}', "no traceEvents"),
     ("events_not_a_list", "scalar.json", '{"traceEvents": 5}', "traceEvents"),
+    ("no_events", "noevents.json", '{"schemaVersion": 1, "traceEvents": [ ]}', "traceEvents is empty"),
     ("missing_ts", "nots.json",
      _events_text(_OK_EVENT, '{"ph": "X", "name": "aten::add", "pid": 1, "tid": 1, "dur": 1}'),
      "event 1 has no 'ts' field"),

@@ -72,6 +72,8 @@ def read_trace(path: Path, duckdb_threads: int | None = None) -> ParsedTrace:
     text = _decompress(path, compressed)
     top = _decode_top(path, text)
     events_json = bytes(top.pop("traceEvents"))
+    if re.fullmatch(rb"\s*\[\s*\]\s*", events_json):
+        raise BadTraceError(path, "traceEvents is empty: the trace holds no events")
     meta = {key: msgspec.json.decode(value) for key, value in top.items()}
     con = duckdb.connect(config={"threads": duckdb_threads} if duckdb_threads else {})
     try:
