@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import time
 
 import pytest
 
@@ -22,6 +23,16 @@ def terminal_env(tmp_path, monkeypatch):
     monkeypatch.setenv("PROMPT_TOOLKIT_NO_CPR", "1")
 
 
+def at_prompt(child, line: str | None) -> None:
+    """Wait for the prompt, give prompt_toolkit a moment to start reading keys, then type."""
+    child.expect(PROMPT)
+    time.sleep(0.3)
+    if line is None:
+        child.sendeof()
+    else:
+        child.sendline(line)
+
+
 def spawn_shell(db, *words):
     executable = shutil.which("ctda-sql")
     command, args = (executable, []) if executable else (sys.executable, ["-m", "ctda_shell.entry"])
@@ -32,15 +43,12 @@ def spawn_shell(db, *words):
 @pytest.mark.parametrize("words", [("shell",), ()], ids=["shell", "no-command"])
 def test_query_and_quit_in_a_real_terminal(tmp_path, terminal_env, words):
     child = spawn_shell(tmp_path / "t.duckdb", *words)
-    child.expect(PROMPT)
-    child.sendline("SELECT 40 + 2 AS answer;")
+    at_prompt(child, "SELECT 40 + 2 AS answer;")
     child.expect("42")
     child.expect(r"\(1 row\)")
-    child.expect(PROMPT)
-    child.sendline("SELEC oops;")
+    at_prompt(child, "SELEC oops;")
     child.expect("Parser Error")
-    child.expect(PROMPT)
-    child.sendline(".quit")
+    at_prompt(child, ".quit")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
@@ -53,10 +61,9 @@ def test_read_only_shell_refuses_writes(tmp_path, terminal_env):
     connect(db).close()
     child = spawn_shell(db, "shell", "--read-only")
     child.expect("read-only")
-    child.expect(PROMPT)
-    child.sendline("CREATE TABLE t (a INTEGER);")
+    at_prompt(child, "CREATE TABLE t (a INTEGER);")
     child.expect("the database is open read-only")
-    child.sendeof()
+    at_prompt(child, None)
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
