@@ -132,10 +132,19 @@ def _type_events(path: Path, con, events_json: bytes) -> pa.Table:
         events_file.write_bytes(events_json)
         sql = sqlfiles.load("ingest/typed_events.sql")
         try:
-            return con.sql(sql, params={"events_file": str(events_file)}).to_arrow_table()
+            events = con.sql(sql, params={"events_file": str(events_file)}).to_arrow_table()
         except duckdb.Error as exc:
             _decode_events(path, events_json)  # raises the precise message when it can
             raise BadTraceError(path, f"traceEvents could not be read ({exc})") from None
+    return _in_file_order(events)
+
+
+def _in_file_order(events: pa.Table) -> pa.Table:
+    """The query relies on DuckDB keeping scan order; sort only if it ever did not."""
+    expected = pa.array(range(events.num_rows), pa.int64())
+    if events["event_id"].combine_chunks().equals(expected):
+        return events
+    return events.sort_by("event_id")
 
 
 def _check_events(path: Path, con, events_json: bytes) -> None:

@@ -32,5 +32,5 @@ SELECT
     ts_raw,
     args,
     extra
-FROM located
-ORDER BY event_id;
+-- typed_events is already in event_id order and inserts keep it (no sort of the wide rows)
+FROM located;

@@ -52,5 +52,6 @@ SELECT
         AS suspect_ts,
     -- Kineto writes an unset ts as 0: such events are left out of the earliest ts
     CASE WHEN f.ts = 0 THEN json_extract(json, '$.ts')::VARCHAR IN ('0', '"0"') ELSE false END AS unset_ts
+-- no ORDER BY: rows keep scan order (preserve_insertion_order; traceio.py checks it), and
+-- sorting the wide rows cost a third of this query
 FROM args_fields
-ORDER BY event_id
