@@ -81,7 +81,8 @@ def _rss_bytes(pid: int) -> int:
 _MAXRSS_WRAPPER = (
     "import resource, subprocess, sys\n"
     "code = subprocess.run(sys.argv[1:]).returncode\n"
-    "print('maxrss_kb', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+    "usage = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print('maxrss_kb', usage.ru_maxrss, usage.ru_utime + usage.ru_stime, file=sys.stderr)\n"
     "sys.exit(code)\n"
 )
 
@@ -96,9 +97,9 @@ def run_measured(command: list[str]) -> dict:
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"{' '.join(command)} failed:\n{err.strip()[-2000:]}")
-    maxrss_kb = next(int(line.split()[1]) for line in err.splitlines() if line.startswith("maxrss_kb"))
-    return {"wall_s": wall, "tree_rss_gb": sampler.peak_bytes / 1e9,
-            "max_process_rss_gb": maxrss_kb * 1024 / 1e9, "stdout": out.strip()}
+    usage = next(line.split() for line in err.splitlines() if line.startswith("maxrss_kb"))
+    return {"wall_s": wall, "cpu_s": float(usage[2]), "tree_rss_gb": sampler.peak_bytes / 1e9,
+            "max_process_rss_gb": int(usage[1]) * 1024 / 1e9, "stdout": out.strip()}
 
 
 def prepare_job(args) -> tuple[Path, int, int]:
@@ -121,6 +122,30 @@ def prepare_job(args) -> tuple[Path, int, int]:
 
 def database_bytes(db: Path) -> int:
     return sum(p.stat().st_size for p in (db, db.with_name(db.name + ".wal")) if p.exists())
+
+
+def storage_breakdown(db: Path) -> list[tuple[str, float]]:
+    """Approximate MB per table and per events column (blocks they touch; small columns share)."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    block = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()[0]
+    tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
+    sizes = [(t, _blocks(con, f"pragma_storage_info('{t}')") * block / 1e6) for t in tables]
+    columns = con.execute(
+        "SELECT 'events.' || column_name, count(DISTINCT block_id) FROM pragma_storage_info('events') "
+        "WHERE block_id >= 0 GROUP BY ALL ORDER BY 2 DESC LIMIT 6").fetchall()
+    con.close()
+    top_tables = sorted(sizes, key=lambda s: -s[1])[:4]
+    return top_tables + [(name, blocks * block / 1e6) for name, blocks in columns]
+
+
+def _blocks(con, source: str) -> int:
+    return con.execute(f"SELECT count(DISTINCT block_id) FROM {source} WHERE block_id >= 0").fetchone()[0]
+
+
+def gz_bytes(job_dir: Path) -> int:
+    return sum(p.stat().st_size for p in job_dir.glob("*.json.gz"))
 
 
 def time_reports(db: Path, cli: bool) -> list[dict]:
@@ -169,6 +194,7 @@ def main() -> int:
     size = database_bytes(db)
     reports = time_reports(db, cli=not args.no_cli_reports)
     print_summary(args, events, raw_bytes, size, ingest, analyze, reports)
+    print_storage(db, raw_bytes, gz_bytes(job_dir), events)
     if args.keep:
         print(f"database kept at {db}")
     else:
@@ -180,13 +206,12 @@ def print_summary(args, events, raw_bytes, size, ingest, analyze, reports) -> No
     total = ingest["wall_s"] + analyze["wall_s"]
     peak = max(ingest["tree_rss_gb"], analyze["tree_rss_gb"])
     print(f"\nscale: {args.ranks} ranks, {events:,} events, {raw_bytes / 1e9:.2f} GB raw JSON")
-    rows = [
-        ["ingest", fmt_s(ingest["wall_s"]), f"{events / ingest['wall_s']:,.0f}",
-         f"{ingest['tree_rss_gb']:.2f}", f"{ingest['max_process_rss_gb']:.2f}"],
-        ["analyze", fmt_s(analyze["wall_s"]), f"{events / analyze['wall_s']:,.0f}",
-         f"{analyze['tree_rss_gb']:.2f}", f"{analyze['max_process_rss_gb']:.2f}"],
-    ]
-    print_table(["step", "wall s", "events/s", "peak RSS GB (tree)", "max process RSS GB"], rows)
+    rows = [[name, fmt_s(m["wall_s"]), f"{m['cpu_s']:.1f}", f"{events / m['wall_s']:,.0f}",
+             f"{m['tree_rss_gb']:.2f}", f"{m['max_process_rss_gb']:.2f}"]
+            for name, m in (("ingest", ingest), ("analyze", analyze))]
+    # CPU seconds (user + sys, all processes) hardly move with the load beside us; wall does
+    print_table(["step", "wall s", "CPU s", "events/s", "peak RSS GB (tree)", "max process RSS GB"], rows)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"ingest + analyze: {total:.1f} s (target <= {TARGETS['wall_s']:.0f} s: {_verdict(total <= TARGETS['wall_s'])})")
     print(f"peak RSS: {peak:.2f} GB (target <= {TARGETS['rss_gb']:.0f} GB: {_verdict(peak <= TARGETS['rss_gb'])})")
     share = size / raw_bytes
@@ -200,6 +225,14 @@ def print_summary(args, events, raw_bytes, size, ingest, analyze, reports) -> No
     slowest = max(reports, key=lambda r: r["query_s"])
     print(f"slowest report: {slowest['name']} {slowest['query_s']:.3f} s "
           f"(target < {TARGETS['report_s']:.0f} s: {_verdict(slowest['query_s'] < TARGETS['report_s'])})")
+
+
+def print_storage(db: Path, raw_bytes: int, gz: int, events: int) -> None:
+    print(f"\nfor comparison: the input .json.gz files (isal level 1) are {gz / 1e6:,.1f} MB = {gz / raw_bytes:.1%} "
+          f"of the raw JSON; raw JSON is {raw_bytes / events:.0f} B/event")
+    print("approximate storage (blocks touched; small columns share blocks):")
+    print_table(["table / column", "MB", "B/event"],
+                [[name, f"{mb:,.1f}", f"{mb * 1e6 / events:.1f}"] for name, mb in storage_breakdown(db)])
 
 
 def _verdict(ok: bool) -> str:
