@@ -184,7 +184,7 @@ def _run_report(state: ShellState, name: str, given: dict[str, str]) -> Result:
 @dot_command(".ingest", "PATH... [--run NAME] [--meta KEY=VALUE]...",
              "load trace files or folders of rank files as one run", complete=PATHS)
 def ingest(state, words):
-    from warehouse.cli import _meta_value, parse_key_values
+    from warehouse.cli import meta_value, parse_key_values
     from warehouse.experiments import refresh_run_meta
     from warehouse.ingest import ingest as ingest_paths
 
@@ -192,7 +192,7 @@ def ingest(state, words):
     paths, options = _options(words, ("--run", "--meta"), usage)
     _expect(paths, 10_000, usage, least=1)
     _writable(state)
-    meta = {k: _meta_value(v) for k, v in parse_key_values(options.get("--meta"), "--meta").items()}
+    meta = {k: meta_value(v) for k, v in parse_key_values(options.get("--meta"), "--meta").items()}
     run_name = options.get("--run", [None])[-1]
     outcome = ingest_paths(state.con, paths, run_name=run_name, meta=meta, show_progress=False)
     refresh_run_meta(state.con)

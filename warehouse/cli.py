@@ -32,7 +32,7 @@ def parse_key_values(pairs: list[str] | None, what: str) -> dict[str, str]:
     return result
 
 
-def _meta_value(text: str):
+def meta_value(text: str):
     """--meta values: numbers and booleans typed, the rest kept as text."""
     import json
 
@@ -49,7 +49,7 @@ def cmd_ingest(args) -> int:
     from .experiments import refresh_run_meta
     from .ingest import ingest
 
-    meta = {k: _meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
+    meta = {k: meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
     con = connect(resolve_db_path(args.db))
     result = ingest(con, args.paths, run_name=args.run, meta=meta, replace=args.replace,
                     show_progress=not args.quiet)
