@@ -25,6 +25,8 @@ from .traceio import ParsedTrace, is_trace_file, read_trace
 
 # Above this many input bytes a single file also gets a progress bar.
 _LARGE_INPUT_BYTES = 20_000_000
+# Below this much JSON, starting worker processes (~0.15 s) costs more than it saves.
+_POOL_MIN_JSON_BYTES = 40_000_000
 
 
 @dataclass
@@ -71,7 +73,7 @@ def parse_files(files: list[Path], show_progress: bool = True) -> list[ParsedTra
     cores = os.cpu_count() or 1
     workers = min(len(files), cores)
     with progress_bar("parsing", len(files), visible) as advance:
-        if workers <= 1:
+        if workers <= 1 or _json_bytes_estimate(files) < _POOL_MIN_JSON_BYTES:
             return [_parse_one(f, advance) for f in files]
         # each worker's DuckDB gets its share of the cores, not all of them
         threads = max(1, cores // workers)
@@ -81,6 +83,11 @@ def parse_files(files: list[Path], show_progress: bool = True) -> list[ParsedTra
                 parsed.append(trace)
                 advance()
             return parsed
+
+
+def _json_bytes_estimate(files: list[Path]) -> int:
+    # Kineto JSON gzips about 10-15x; only the order of magnitude matters here
+    return sum(f.stat().st_size * (12 if f.name.endswith(".gz") else 1) for f in files)
 
 
 def _parse_one(path: Path, advance) -> ParsedTrace:
