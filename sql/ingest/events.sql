@@ -1,17 +1,18 @@
--- Rows of `events` for one trace file, from its typed events (the Arrow table
--- `typed_events` made by sql/ingest/typed_events.sql in the parse worker): no JSON is parsed
--- here. Parameters: run_id, rank, origin_ts, ts_offset_us, ts_scale.
+-- Rows of `events` for a batch of trace files, from their typed events: `typed_events` is
+-- replaced by ingest.py with the UNION ALL of each file's Arrow table (made by
+-- sql/ingest/typed_events.sql in the parse worker) plus its rank, ts_scale and ts_offset_us
+-- columns. No JSON is parsed here. Parameters: run_id, origin_ts.
 INSERT INTO events
 WITH located AS (
     SELECT
         *,
-        CAST(ts_raw * $ts_scale + $ts_offset_us - $origin_ts AS DOUBLE) AS ts_us,
-        dur_raw * $ts_scale AS dur_us
+        CAST(ts_raw * ts_scale + ts_offset_us - $origin_ts AS DOUBLE) AS ts_us,
+        dur_raw * ts_scale AS dur_us
     FROM typed_events
 )
 SELECT
     $run_id AS run_id,
-    $rank AS rank,
+    rank,
     event_id,
     name,
     cat,
@@ -32,5 +33,5 @@ SELECT
     ts_raw,
     args,
     extra
--- typed_events is already in event_id order and inserts keep it (no sort of the wide rows)
+-- each file's rows are already in event_id order and inserts keep it (no sort of the wide rows)
 FROM located;
