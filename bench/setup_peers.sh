@@ -6,6 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")"
 PYTHON="${PYTHON:-python3}"
 
+quiet_pip_warnings() {  # pip warns once per package about configured index folders that do not exist
+  grep -v "is ignored: it is neither a file nor a directory" || true
+}
+
 make_venv() {  # make_venv DIR PACKAGE...
   local dir="$1"; shift
   if [[ -x "$dir/bin/python" ]] && "$dir/bin/python" -c "import sys" 2>/dev/null; then
@@ -13,8 +17,8 @@ make_venv() {  # make_venv DIR PACKAGE...
   else
     "$PYTHON" -m venv "$dir"
   fi
-  "$dir/bin/python" -m pip install --quiet --upgrade pip
-  "$dir/bin/python" -m pip install --quiet "$@"
+  "$dir/bin/python" -m pip install --quiet --upgrade pip 2> >(quiet_pip_warnings >&2)
+  "$dir/bin/python" -m pip install --quiet "$@" 2> >(quiet_pip_warnings >&2)
   echo "ready: $dir ($*)"
 }
 
