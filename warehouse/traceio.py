@@ -96,6 +96,8 @@ def _typing_connection(threads: int | None) -> duckdb.DuckDBPyConnection:
     if con is None:
         con = _TYPING_CONNECTIONS[os.getpid()] = duckdb.connect()
         con.execute("SET preserve_insertion_order = true")
+        # args and extra leave as Arrow JSON, so the warehouse need not re-validate them
+        con.execute("SET arrow_lossless_conversion = true")
     con.execute(f"SET threads = {int(threads or os.cpu_count() or 1)}")
     return con
 
