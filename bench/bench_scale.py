@@ -28,6 +28,7 @@ from pathlib import Path
 from common import fmt_s, print_table, traces_dir
 from synth import write_job
 
+SCALE_RUN = "scale"
 TARGETS = {"wall_s": 60.0, "rss_gb": 4.0, "db_share": 0.10, "report_s": 1.0}
 
 
@@ -148,6 +149,14 @@ def gz_bytes(job_dir: Path) -> int:
     return sum(p.stat().st_size for p in job_dir.glob("*.json.gz"))
 
 
+# Reports that compare two runs get the one run on both sides (a self-diff still runs it all).
+_TWO_RUN_PARAMS = ("run_a", "run_b")
+
+
+def required_params(report) -> dict[str, str]:
+    return {p.name: SCALE_RUN for p in report.params if p.name in _TWO_RUN_PARAMS}
+
+
 def time_reports(db: Path, cli: bool) -> list[dict]:
     """Every saved report on the database: in-process query time, and CLI wall time."""
     from warehouse.connection import connect
@@ -161,15 +170,17 @@ def time_reports(db: Path, cli: bool) -> list[dict]:
     for entry in listed:
         report = reports[entry["name"]]
         row = {"name": report.name, "rows": None, "error": None}
+        given = required_params(report)
         start = time.perf_counter()
         try:
-            row["rows"] = len(run_report(con, report, {}).fetchall())
+            row["rows"] = len(run_report(con, report, given).fetchall())
         except Exception as exc:  # a report that needs parameters, or a broken one
             row["error"] = str(exc).splitlines()[0][:120]
         row["query_s"] = time.perf_counter() - start
         if cli:
             start = time.perf_counter()
-            subprocess.run(["ctda-sql", "report", report.name, "--db", str(db), "--format", "json"],
+            params = [arg for key, value in given.items() for arg in ("--param", f"{key}={value}")]
+            subprocess.run(["ctda-sql", "report", report.name, "--db", str(db), "--format", "json", *params],
                            capture_output=True)
             row["cli_s"] = time.perf_counter() - start
         results.append(row)
@@ -189,7 +200,7 @@ def main() -> int:
     job_dir, raw_bytes, events = prepare_job(args)
     work = Path(tempfile.mkdtemp(prefix="ctda-scale-db-"))
     db = work / "scale.duckdb"
-    ingest = run_measured(["ctda-sql", "ingest", "--db", str(db), "--quiet", "--run", "scale", str(job_dir)])
+    ingest = run_measured(["ctda-sql", "ingest", "--db", str(db), "--quiet", "--run", SCALE_RUN, str(job_dir)])
     analyze = run_measured(["ctda-sql", "analyze", "--db", str(db), "--quiet"])
     size = database_bytes(db)
     reports = time_reports(db, cli=not args.no_cli_reports)
