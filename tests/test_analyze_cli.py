@@ -101,3 +101,17 @@ def test_no_split_starved_switch_reproduces_the_papers_gpu_nodes(run_cli, tmp_pa
     split_nodes = count(open_db, "SELECT count(*) FROM nodes WHERE kind = 'gpu' AND method = 'ctda'")
     run_cli("analyze", "-q", "--no-split-starved")
     assert count(open_db, "SELECT count(*) FROM nodes WHERE kind = 'gpu' AND method = 'ctda'") == split_nodes - 1
+
+
+def test_memory_limit_comes_from_the_environment(run_cli, tmp_path, monkeypatch, open_db):
+    ingest_figure1(run_cli, tmp_path)
+    monkeypatch.setenv("CTDA_MEMORY_LIMIT", "512MB")
+    limit = open_db().execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    assert limit.replace(" ", "") in {"488.2MiB", "512.0MB", "488.2MB"}
+
+
+def test_a_bad_memory_limit_is_one_clear_line(run_cli, monkeypatch):
+    monkeypatch.setenv("CTDA_MEMORY_LIMIT", "lots'; DROP TABLE runs; --")
+    result = run_cli("analyze")
+    assert result.code == 1
+    assert result.err.startswith("error: CTDA_MEMORY_LIMIT=") and "Traceback" not in result.err

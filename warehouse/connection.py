@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import duckdb
@@ -11,6 +12,10 @@ from . import sqlfiles
 from .errors import CtdaError
 
 DEFAULT_DB = "ctda.duckdb"
+# DuckDB's default (80% of RAM) lets analyze of a 16 x 500k-event job peak at 4.2 GB RSS;
+# at 2 GB it spills the rest, peaks at 2.1 GB and runs no slower (bench/RESULTS.md).
+DEFAULT_MEMORY_LIMIT = "2GB"
+_MEMORY_SIZE = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
 
 
 def resolve_db_path(cli_value: str | None = None) -> Path:
@@ -29,12 +34,21 @@ def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnect
         raise CtdaError(_open_problem(path, exc)) from None
     # our own progress bars only; DuckDB's would interleave with command output
     con.execute("SET enable_progress_bar = false")
+    _limit_memory(con)
     if not read_only:
         _run_file(con, "schema.sql")
         _run_folder(con, "schema")
     _run_folder(con, "macros")
     _register_udfs(con)
     return con
+
+
+def _limit_memory(con: duckdb.DuckDBPyConnection) -> None:
+    """$CTDA_MEMORY_LIMIT, else 2GB; validated before it reaches SQL (SET takes no parameters)."""
+    limit = (os.environ.get("CTDA_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT).strip()
+    if not _MEMORY_SIZE.fullmatch(limit):
+        raise CtdaError(f"CTDA_MEMORY_LIMIT={limit!r} is not a memory size like 2GB or 512MB")
+    con.execute(f"SET memory_limit = '{limit}'")
 
 
 def _open_problem(path: Path, exc: Exception) -> str:
