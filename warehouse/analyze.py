@@ -85,7 +85,7 @@ def analyze(
             for stage in STAGES:
                 _execute_stage(con, stage, params)
                 advance()
-        summary = _summary(con, params["methods"])
+        summary = _summary(con)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -93,7 +93,7 @@ def analyze(
     return summary
 
 
-def _summary(con, methods: list[str]) -> str:
+def _summary(con) -> str:
     windows, ranks, nodes = con.execute(
         "SELECT count(*), count(DISTINCT (run_id, rank)), (SELECT count(*) FROM cp_nodes) FROM cp_windows"
     ).fetchone()
