@@ -57,6 +57,12 @@ LEFT JOIN cp_sync_events AS se
     ON se.run_id = sc.run_id AND se.rank = sc.rank AND se.correlation = sc.call_correlation
 WHERE w.waiter_node IS NOT NULL;
 
+-- Where the wait ended for each CPU node that waited behind a blocking sync.
+CREATE OR REPLACE TEMP TABLE cp_wait_ends AS
+SELECT run_id, rank, step, waiter_node AS node_id, max(sync_end_us) AS wait_end_us
+FROM cp_sync_waits
+GROUP BY ALL;
+
 CREATE OR REPLACE TEMP TABLE cp_edges AS
 WITH cpu_chain AS (
     SELECT run_id, rank, step, node_id AS dst, tid,

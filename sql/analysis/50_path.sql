@@ -80,7 +80,7 @@ WITH path AS (
 raw AS (
     SELECT p.*,
         greatest(p.window_start_us, CASE
-            WHEN p.kind = 'cpu' AND p.pred_type = 'sync' THEN greatest(p.start_us, coalesce(wait.sync_end_us, p.start_us))
+            WHEN p.kind = 'cpu' AND p.pred_type = 'sync' THEN greatest(p.start_us, coalesce(wait.wait_end_us, p.start_us))
             ELSE p.start_us END) AS raw_start_us,
         least(p.e2e_end_us, CASE
             WHEN p.kind = 'cpu' AND p.next_kind = 'gpu' AND call.effective_end_us IS NOT NULL
@@ -91,9 +91,8 @@ raw AS (
     LEFT JOIN cp_edges AS call
         ON call.run_id = p.run_id AND call.rank = p.rank AND call.step = p.step AND call.type = 'call'
        AND call.src = p.node_id AND call.dst = p.next_node
-    LEFT JOIN (SELECT run_id, rank, step, waiter_node, max(sync_end_us) AS sync_end_us
-               FROM cp_sync_waits GROUP BY ALL) AS wait
-        ON wait.run_id = p.run_id AND wait.rank = p.rank AND wait.step = p.step AND wait.waiter_node = p.node_id
+    LEFT JOIN cp_wait_ends AS wait
+        ON wait.run_id = p.run_id AND wait.rank = p.rank AND wait.step = p.step AND wait.node_id = p.node_id
 ),
 disjoint AS (
     SELECT *,

@@ -17,13 +17,12 @@ FROM cp_window_extent;
 INSERT INTO nodes
 SELECT n.run_id, n.rank, n.step, m.method, n.node_id, n.kind, n.phase, n.stream, n.tid,
        n.start_us, n.end_us, coalesce(ev.event_count, 0), n.pid, n.carry_in, n.label, n.ends_with_sync,
-       n.sync_start_us, n.sync_end_us, w.sync_end_us
+       n.sync_start_us, n.sync_end_us, w.wait_end_us
 FROM cp_nodes AS n
 CROSS JOIN cp_methods AS m
 LEFT JOIN (SELECT run_id, rank, step, node_id, count(*) AS event_count
            FROM cp_node_events GROUP BY ALL) AS ev USING (run_id, rank, step, node_id)
-LEFT JOIN (SELECT run_id, rank, step, waiter_node AS node_id, max(sync_end_us) AS sync_end_us
-           FROM cp_sync_waits GROUP BY ALL) AS w USING (run_id, rank, step, node_id);
+LEFT JOIN cp_wait_ends AS w USING (run_id, rank, step, node_id);
 
 INSERT INTO edges
 SELECT run_id, rank, step, method, src, dst, type, inferred, effective_end_us
