@@ -5,18 +5,25 @@ from __future__ import annotations
 import duckdb
 from duckdb.sqltypes import DOUBLE, VARCHAR
 
-_UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
+_UNITS = ((1e6, "s"), (1e3, "ms"))
+
+
+def scale_us(value: float) -> tuple[float, str]:
+    """(value, unit) in s or ms when it is at least one of them, else in µs."""
+    for size, unit in _UNITS:
+        if abs(value) >= size:
+            return value / size, unit
+    return value, "µs"
 
 
 def fmt_us(value: float | None) -> str | None:
     """A duration in microseconds written with the largest unit that keeps it >= 1."""
     if value is None:
         return None
-    magnitude = abs(value)
-    for size, unit in _UNITS:
-        if magnitude >= size:
-            return f"{value / size:.3g} {unit}"
-    return f"{value * 1000:.3g} ns" if value else "0 µs"
+    if value and abs(value) < 1.0:
+        return f"{value * 1000:.3g} ns"
+    scaled, unit = scale_us(value)
+    return f"{scaled:.3g} {unit}"
 
 
 def register(con: duckdb.DuckDBPyConnection) -> None:

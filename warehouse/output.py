@@ -9,6 +9,8 @@ import math
 from datetime import date, datetime
 from decimal import Decimal
 
+from udfs.formatting import scale_us
+
 FORMATS = ("table", "csv", "json", "markdown", "line")
 
 
@@ -89,11 +91,8 @@ def readable_us(value) -> str:
     """A microsecond value as the user reads it: 1,523.4 µs -> '1.52 ms'."""
     if value is None:
         return "NULL"
-    magnitude = abs(float(value))
-    for size, unit in ((1e6, "s"), (1e3, "ms")):
-        if magnitude >= size:
-            return f"{float(value) / size:,.2f} {unit}"
-    return f"{float(value):,.1f} µs"
+    scaled, unit = scale_us(float(value))
+    return f"{scaled:,.{1 if unit == 'µs' else 2}f} {unit}"
 
 
 def _as_table(columns, rows, width=None) -> str:
