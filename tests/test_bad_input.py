@@ -231,3 +231,13 @@ def test_locked_database_in_process(tmp_path, db_path, populated, run_cli):
         result = run_cli("ingest", str(new_trace))
     assert_clean_failure(result.code, result.out, result.err, str(db_path), "locked")
     assert snapshot(db_path) == populated
+
+
+def test_database_from_an_older_layout_is_refused_before_ingest(tmp_path, run_cli, db_path):
+    # before end_us was generated, an ingest here would have stored NULL end times
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("CREATE TABLE events (run_id INTEGER, ts_us DOUBLE, dur_us DOUBLE, end_us DOUBLE)")
+    result = run_cli("ingest", str(good_trace(tmp_path / "t.json.gz")))
+    assert_clean_failure(result.code, result.out, result.err, "older ctda-sql", "new database")
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM events").fetchone()[0] == 0

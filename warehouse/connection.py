@@ -37,6 +37,7 @@ def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnect
     _limit_memory(con)
     if not read_only:
         _run_file(con, "schema.sql")
+        _refuse_old_layout(con, path)
         _run_folder(con, "schema")
     _run_folder(con, "macros")
     _register_udfs(con)
@@ -49,6 +50,17 @@ def _limit_memory(con: duckdb.DuckDBPyConnection) -> None:
     if not _MEMORY_SIZE.fullmatch(limit):
         raise CtdaError(f"CTDA_MEMORY_LIMIT={limit!r} is not a memory size like 2GB or 512MB")
     con.execute(f"SET memory_limit = '{limit}'")
+
+
+def _refuse_old_layout(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Databases from before events.end_us became generated would get NULL end_us on ingest."""
+    stored_end = con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'events' "
+        "AND column_name = 'end_us' AND is_generated = 'NEVER'").fetchone()[0]
+    if stored_end:
+        con.close()
+        raise CtdaError(f"{path} was made by an older ctda-sql (events.end_us is stored); "
+                        "ingest the traces into a new database file")
 
 
 def _open_problem(path: Path, exc: Exception) -> str:

@@ -2,7 +2,9 @@
 -- replaced by ingest.py with the UNION ALL of each file's Arrow table (made by
 -- sql/ingest/typed_events.sql in the parse worker) plus its rank, ts_scale and ts_offset_us
 -- columns. No JSON is parsed here. Parameters: run_id, origin_ts.
-INSERT INTO events
+-- end_us is a generated column: named lists keep it out of the insert.
+INSERT INTO events (run_id, rank, event_id, name, cat, ph, ts_us, dur_us, pid, tid, stream,
+                    correlation, external_id, ts_raw, args, extra)
 WITH located AS (
     SELECT
         *,
@@ -19,7 +21,6 @@ SELECT
     ph,
     ts_us,
     dur_us,
-    ts_us + coalesce(dur_us, 0) AS end_us,
     pid,
     tid,
     normalize_stream(
