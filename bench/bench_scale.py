@@ -132,17 +132,22 @@ def storage_breakdown(db: Path) -> list[tuple[str, float]]:
     con = duckdb.connect(str(db), read_only=True)
     block = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()[0]
     tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
-    sizes = [(t, _blocks(con, f"pragma_storage_info('{t}')") * block / 1e6) for t in tables]
+    sizes = [(t, _blocks(con, t) * block / 1e6) for t in tables]
     columns = con.execute(
-        "SELECT 'events.' || column_name, count(DISTINCT block_id) FROM pragma_storage_info('events') "
-        "WHERE block_id >= 0 GROUP BY ALL ORDER BY 2 DESC LIMIT 6").fetchall()
+        f"SELECT 'events.' || column_name, count(DISTINCT block) FROM ({_BLOCKS_OF.format(table='events')}) "
+        "GROUP BY ALL ORDER BY 2 DESC LIMIT 6").fetchall()
     con.close()
     top_tables = sorted(sizes, key=lambda s: -s[1])[:4]
     return top_tables + [(name, blocks * block / 1e6) for name, blocks in columns]
 
 
-def _blocks(con, source: str) -> int:
-    return con.execute(f"SELECT count(DISTINCT block_id) FROM {source} WHERE block_id >= 0").fetchone()[0]
+# every block a segment uses: zstd segments spill into additional blocks
+_BLOCKS_OF = ("SELECT column_name, unnest(list_prepend(block_id, coalesce(additional_block_ids, []))) AS block "
+              "FROM pragma_storage_info('{table}') WHERE block_id >= 0")
+
+
+def _blocks(con, table: str) -> int:
+    return con.execute(f"SELECT count(DISTINCT block) FROM ({_BLOCKS_OF.format(table=table)})").fetchone()[0]
 
 
 def gz_bytes(job_dir: Path) -> int:
