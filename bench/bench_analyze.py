@@ -59,6 +59,30 @@ def time_ours(db: Path) -> tuple[float, dict]:
     return elapsed, counts
 
 
+# The least any critical-path method does first: order each CPU thread's events by time and
+# find which are nested (a running max of end times), one SQL statement into a temp table.
+FLOOR_SQL = """
+CREATE OR REPLACE TEMP TABLE floor_ops AS
+SELECT run_id, rank, tid, event_id, ts_us, end_us,
+       max(end_us) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, event_id
+                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS earlier_end_us
+FROM events WHERE ph = 'X' AND stream IS NULL AND dur_us IS NOT NULL"""
+
+
+def time_floor(db: Path) -> float:
+    from warehouse.connection import connect
+
+    con = connect(db)
+    con.execute(FLOOR_SQL)  # warm-up
+    runs = []
+    for _ in range(5):
+        start = time.perf_counter()
+        con.execute(FLOOR_SQL)
+        runs.append(time.perf_counter() - start)
+    con.close()
+    return median(runs)
+
+
 def time_ours_cli(db: Path) -> float:
     start = time.perf_counter()
     subprocess.run(["ctda-sql", "analyze", "--db", str(db), "--quiet"], check=True, capture_output=True)
@@ -90,11 +114,13 @@ def main() -> int:
         time_ours(db)  # warm-up
         ours = [time_ours(db) for _ in range(args.runs)]
         cli = [time_ours_cli(db) for _ in range(args.runs)]
+        floor_s = time_floor(db)
     peers = {}
     for label in PEER_VENVS if not args.no_peers else ():
         runs = [time_peer(label, trace, args.step) for _ in range(args.runs)]
         peers[label] = {key: median([r.get(key) for r in runs]) for key in ("load_s", "critical_path_s")}
     print_results(trace.name, ours, median(cli), peers, args)
+    print_floor(floor_s, peers)
     return 0
 
 
@@ -111,6 +137,16 @@ def print_results(name: str, ours: list, cli_s: float | None, peers: dict, args)
         rows.append([label, fmt_s(times["load_s"]), fmt_s(cp), ratio(cp, ours_s), ratio(cp, per_window)])
     if rows:
         print_table(["peer", "load s", f"1 step (#{args.step}) s", "1 step / ours all", "1 step / ours per window"], rows)
+
+
+
+def print_floor(floor_s: float, peers: dict) -> None:
+    print(f"floor: one ordered window pass over the CPU events (FLOOR_SQL) takes {fmt_s(floor_s)} s")
+    for label, times in peers.items():
+        cp = times["critical_path_s"]
+        if cp:
+            print(f"{label}: 30x one step needs <= {cp / 30:.4f} s for all steps; "
+                  f"that one pass alone is {ratio(cp, floor_s)} faster than one step")
 
 
 if __name__ == "__main__":
