@@ -137,3 +137,24 @@ def test_missing_folder_and_unknown_report_are_clear_errors(run_cli, tmp_path):
     unknown = run_cli("report", "nosuch")
     assert "reports folder" in missing.err and "does not exist" in missing.err
     assert "no report named 'nosuch'" in unknown.err
+
+
+def test_user_report_and_query_can_call_the_python_udfs(tmp_path, run_cli, empty_db):
+    # one-shot commands register only the UDFs their SQL names: these must still find fmt_us
+    (tmp_path / "durations.sql").write_text("-- name: durations\nSELECT fmt_us(1500) AS shown;\n")
+    result = run_cli("report", "durations", "--reports", str(tmp_path), "--format", "json")
+    assert result.code == 0, result.err
+    assert json.loads(result.out) == [{"shown": "1.5 ms"}]
+    result = run_cli("query", "SELECT FMT_US(2500000) AS shown", "--format", "csv")
+    assert result.out.splitlines() == ["shown", "2.5 s"]
+
+
+def test_udfs_are_registered_only_when_named():
+    import duckdb
+
+    from udfs import register_named_in
+
+    con = duckdb.connect()
+    assert register_named_in(con, "SELECT 1 AS fmt_used") == []
+    assert register_named_in(con, "SELECT fmt_us(3) AS x") == ["fmt_us"]
+    assert con.execute("SELECT fmt_us(3)").fetchone() == ("3 µs",)

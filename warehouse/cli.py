@@ -50,7 +50,7 @@ def cmd_ingest(args) -> int:
     from .ingest import ingest
 
     meta = {k: meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
-    con = connect(resolve_db_path(args.db))
+    con = connect(resolve_db_path(args.db), for_sql="")  # ingest calls no Python UDF
     result = ingest(con, args.paths, run_name=args.run, meta=meta, replace=args.replace,
                     show_progress=not args.quiet)
     refresh_run_meta(con)  # new --meta keys become run_meta columns
@@ -65,7 +65,7 @@ def cmd_ingest(args) -> int:
 def cmd_analyze(args) -> int:
     from .analyze import AnalysisSettings, analyze
 
-    con = connect(resolve_db_path(args.db))
+    con = connect(resolve_db_path(args.db), for_sql="")  # the engine calls no Python UDF
     settings = AnalysisSettings(split_starved=not args.no_split_starved)
     summary = analyze(con, run=args.run, method=args.method, window_prefix=args.window,
                       show_progress=not args.quiet, settings=settings)
@@ -83,7 +83,7 @@ def cmd_query(args) -> int:
     if args.explain_sql:
         print(sql)
         return 0
-    con = connect(resolve_db_path(args.db), read_only=True)
+    con = connect(resolve_db_path(args.db), read_only=True, for_sql=sql)
     return _print_result(con.execute(sql), args.format)
 
 
@@ -95,7 +95,7 @@ def cmd_report(args) -> int:
         return _print_report_list(all_reports(folders), args.format)
     report = find_report(args.name, folders)
     given = parse_key_values(args.param, "--param")
-    con = connect(resolve_db_path(args.db), read_only=True)
+    con = connect(resolve_db_path(args.db), read_only=True, for_sql=report.sql)
     return _print_result(run_report(con, report, given), args.format)
 
 

@@ -23,8 +23,11 @@ def resolve_db_path(cli_value: str | None = None) -> Path:
     return Path(cli_value or os.environ.get("CTDA_DB") or DEFAULT_DB)
 
 
-def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open (creating when writable) the database at `path` with schema, macros and UDFs."""
+def connect(path: Path | str, read_only: bool = False, for_sql: str | None = None) -> duckdb.DuckDBPyConnection:
+    """Open (creating when writable) the database at `path` with schema, macros and UDFs.
+
+    for_sql: the SQL a one-shot command will run; only the UDFs it names are registered
+    (udfs.register_named_in). None registers them all, for sessions that run any SQL."""
     path = Path(path)
     if read_only and str(path) != ":memory:" and not path.exists():
         raise CtdaError(f"no database at {path}; run `ctda-sql ingest` first")
@@ -40,7 +43,7 @@ def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnect
         _refuse_old_layout(con, path)
         _run_folder(con, "schema")
     _run_folder(con, "macros")
-    _register_udfs(con)
+    _register_udfs(con, for_sql)
     return con
 
 
@@ -71,8 +74,8 @@ def _open_problem(path: Path, exc: Exception) -> str:
 
 
 def _run_file(con: duckdb.DuckDBPyConnection, name: str) -> None:
-    for statement in sqlfiles.statements(sqlfiles.load(name)):
-        con.execute(statement)
+    # one call for the whole file: a call per statement costs more than the statements
+    con.execute(sqlfiles.load(name))
 
 
 def _run_folder(con: duckdb.DuckDBPyConnection, folder: str) -> None:
@@ -84,7 +87,10 @@ def _run_folder(con: duckdb.DuckDBPyConnection, folder: str) -> None:
         _run_file(con, f"{folder}/{name}")
 
 
-def _register_udfs(con: duckdb.DuckDBPyConnection) -> None:
-    from udfs import register_all
+def _register_udfs(con: duckdb.DuckDBPyConnection, for_sql: str | None) -> None:
+    from udfs import register_all, register_named_in
 
-    register_all(con)
+    if for_sql is None:
+        register_all(con)
+    else:
+        register_named_in(con, for_sql)

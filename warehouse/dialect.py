@@ -78,7 +78,7 @@ def transpile_query(sql: str, dialect: str | None, db_path: Path) -> str:
     if db_path.exists():
         from .connection import connect
 
-        con = connect(db_path, read_only=True)
+        con = connect(db_path, read_only=True, for_sql="")  # only the catalogue is read
         try:
             column_types = warehouse_column_types(con)
         finally:
