@@ -6,9 +6,11 @@
 -- HTA's kernel classes: NCCL kernels communicate, memcpy/memset/DMA move memory, the rest computes.
 CREATE OR REPLACE TEMP MACRO analysis_kernel_type(kernel_name, cat) AS
     CASE
-        WHEN regexp_matches(kernel_name, '^nccl.*Kernel') THEN 'communication'
+        -- the prefix test spares the regex on the other (most) names
+        WHEN starts_with(kernel_name, 'nccl') AND regexp_matches(kernel_name, '^nccl.*Kernel') THEN 'communication'
         WHEN cat IN ('gpu_memcpy', 'gpu_memset', 'Memcpy', 'Memset')
-          OR regexp_matches(kernel_name, '^(Memcpy|Memset|dma)') THEN 'memory'
+          OR starts_with(kernel_name, 'Memcpy') OR starts_with(kernel_name, 'Memset')
+          OR starts_with(kernel_name, 'dma') THEN 'memory'
         ELSE 'compute'
     END;
 
@@ -40,24 +42,44 @@ CREATE OR REPLACE TEMP MACRO analysis_hta_end_shift_us(ts_raw, dur_us) AS
 
 -- Every GPU op that occupies a stream, with its launch call (NULL when it was launched
 -- before profiling began) and kernel class. hta_* columns carry HTA's rounded times.
+-- The ops are joined to every CPU event of their correlation first and then keep
+-- analysis_cpu_calls' pick: deduplicating the few matches is cheaper than all CPU calls.
 CREATE OR REPLACE TEMP VIEW analysis_gpu_ops AS
+WITH ops AS (
+    SELECT run_id, rank, event_id, name, cat, stream, correlation, ts_us, dur_us, end_us, ts_raw,
+           analysis_kernel_type(name, cat) AS kernel_type
+    FROM events
+    WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'mtia_kernel', 'Kernel', 'Memcpy', 'Memset')
+      AND ph = 'X' AND dur_us IS NOT NULL AND stream >= 0
+),
+calls AS (
+    SELECT run_id, rank, correlation, event_id, name, cat, pid, tid, ts_us, dur_us, end_us, ts_raw
+    FROM events
+    WHERE correlation IS NOT NULL AND stream IS NULL AND ph = 'X' AND dur_us IS NOT NULL
+),
+linked AS (
+    SELECT g.*,
+           c.event_id AS launch_event_id, c.name AS launch_name, c.pid AS launch_pid, c.tid AS launch_tid,
+           c.ts_us AS launch_ts_us, c.dur_us AS launch_dur_us, c.end_us AS launch_end_us,
+           c.ts_raw AS launch_ts_raw
+    FROM ops AS g
+    LEFT JOIN calls AS c USING (run_id, rank, correlation)
+    QUALIFY row_number() OVER (
+        PARTITION BY g.run_id, g.rank, g.event_id ORDER BY c.cat = 'cuda_runtime' DESC, c.ts_us, c.event_id) = 1
+)
 SELECT
     g.run_id, g.rank, g.event_id, g.name, g.cat, g.stream, g.correlation,
-    g.ts_us, g.dur_us, g.end_us,
-    analysis_kernel_type(g.name, g.cat) AS kernel_type,
-    c.event_id AS launch_event_id, c.name AS launch_name, c.pid AS launch_pid, c.tid AS launch_tid,
-    c.ts_us AS launch_ts_us, c.dur_us AS launch_dur_us, c.end_us AS launch_end_us,
+    g.ts_us, g.dur_us, g.end_us, g.kernel_type,
+    g.launch_event_id, g.launch_name, g.launch_pid, g.launch_tid,
+    g.launch_ts_us, g.launch_dur_us, g.launch_end_us,
     -- rounded to 1 ps: the DOUBLE sum leaves 1e-11 noise that would flip equal-time comparisons
     round(g.ts_us + if(t.time_resolution = 'ns', analysis_hta_start_shift_us(g.ts_raw), 0), 6) AS hta_ts_us,
     round(g.end_us + if(t.time_resolution = 'ns',
                         analysis_hta_end_shift_us(g.ts_raw, g.dur_us), 0), 6) AS hta_end_us,
-    round(c.ts_us + if(t.time_resolution = 'ns', analysis_hta_start_shift_us(c.ts_raw), 0), 6)
+    round(g.launch_ts_us + if(t.time_resolution = 'ns', analysis_hta_start_shift_us(g.launch_ts_raw), 0), 6)
         AS hta_launch_ts_us
-FROM events AS g
-JOIN traces AS t USING (run_id, rank)
-LEFT JOIN analysis_cpu_calls AS c USING (run_id, rank, correlation)
-WHERE g.cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'mtia_kernel', 'Kernel', 'Memcpy', 'Memset')
-  AND g.ph = 'X' AND g.dur_us IS NOT NULL AND g.stream >= 0;
+FROM linked AS g
+JOIN traces AS t USING (run_id, rank);
 
 -- Latest launch time a rank's analyses take in. With two or more steps HTA drops the last
 -- one (the profiler often stops inside it): GPU work counts when its launch call started
@@ -71,24 +93,33 @@ WHERE NOT whole_trace
 GROUP BY run_id, rank
 HAVING count(*) >= 2;
 
--- The GPU ops a rank-level analysis reads: selected runs and ranks, inside the scope,
--- each with the step its launch call started in (NULL outside every step).
+-- Launch times that belong to step step_no per rank: a launch belongs to the latest step
+-- started at or before it, while that step lasts. No rows when step_no is NULL.
+CREATE OR REPLACE TEMP MACRO analysis_step_launches(step_no) AS TABLE
+SELECT s.run_id, s.rank, s.start_us AS from_us,
+       least(s.end_us, (SELECT min(n.start_us) FROM steps AS n
+                        WHERE n.run_id = s.run_id AND n.rank = s.rank AND NOT n.whole_trace
+                          AND n.start_us > s.start_us)) AS until_us
+FROM steps AS s
+WHERE NOT s.whole_trace AND s.step = step_no;
+
+-- The GPU ops a rank-level analysis reads: selected runs and ranks, inside the scope, and
+-- with step_no only the work launched in that step (docs/analyses.md).
 -- hta_rounding swaps in HTA's rounded times (for parity checks; exact times are right).
 CREATE OR REPLACE TEMP MACRO analysis_gpu_work(run_name, rank_no, include_last_step := false,
-                                               hta_rounding := false) AS TABLE
+                                               hta_rounding := false, step_no := NULL) AS TABLE
 SELECT r.name AS run,
        g.* REPLACE (
            if(hta_rounding, g.hta_ts_us, g.ts_us) AS ts_us,
            if(hta_rounding, g.hta_end_us, g.end_us) AS end_us,
-           if(hta_rounding, g.hta_launch_ts_us, g.launch_ts_us) AS launch_ts_us),
-       CASE WHEN g.launch_ts_us < s.end_us THEN s.step END AS step
+           if(hta_rounding, g.hta_launch_ts_us, g.launch_ts_us) AS launch_ts_us)
 FROM analysis_gpu_ops AS g
 JOIN runs AS r USING (run_id)
 LEFT JOIN analysis_scope(include_last_step) AS cut USING (run_id, rank)
-ASOF LEFT JOIN (SELECT * FROM steps WHERE NOT whole_trace) AS s
-    ON s.run_id = g.run_id AND s.rank = g.rank AND g.launch_ts_us >= s.start_us
+LEFT JOIN analysis_step_launches(step_no) AS s USING (run_id, rank)
 WHERE (run_name IS NULL OR r.name = run_name)
   AND (rank_no IS NULL OR g.rank = rank_no)
   AND (cut.launch_cutoff_us IS NULL
        OR g.launch_ts_us < cut.launch_cutoff_us
-       OR (include_last_step AND g.launch_ts_us = cut.launch_cutoff_us));
+       OR (include_last_step AND g.launch_ts_us = cut.launch_cutoff_us))
+  AND (step_no IS NULL OR (g.launch_ts_us >= s.from_us AND g.launch_ts_us < s.until_us));

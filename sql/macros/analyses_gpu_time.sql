@@ -12,8 +12,7 @@ WITH tagged AS (
            unnest(['all', kernel_type]
                   || if(kernel_type IN ('compute', 'communication'), ['comm_or_compute'], [])) AS interval_set
     FROM analysis_gpu_work(run_name, rank_no, include_last_step := include_last_step,
-                            hta_rounding := hta_rounding)
-    WHERE step_no IS NULL OR step = step_no
+                            hta_rounding := hta_rounding, step_no := step_no)
 ),
 ordered AS (
     SELECT *, max(end_us) OVER (
