@@ -1,5 +1,5 @@
 -- name: launch_stats
--- description: per kernel launch: CPU call time, GPU time, launch delay, with short-kernel and outlier flags
+-- description: per kernel launch, longest launch delay first: CPU call time, GPU time, launch delay, with short-kernel and outlier flags
 -- param: run VARCHAR = NULL                   run name; all runs when NULL
 -- param: rank INTEGER = NULL                  rank; all ranks when NULL
 -- param: runtime_cutoff_us DOUBLE = 50        launch calls longer than this are runtime outliers
@@ -7,10 +7,12 @@
 -- param: include_memory BOOLEAN = true        include cudaMemcpyAsync / cudaMemsetAsync launches
 -- param: flagged_only BOOLEAN = false         keep only launches with a flag set
 -- param: include_last_step BOOLEAN = false    keep the last step (HTA drops it when a rank has 2+ steps)
+-- param: top INTEGER = 1000                   launches kept, longest delay first; every launch when NULL
 SELECT run, rank, correlation, launch_name, kernel_name, stream, launch_ts_us, cpu_us, gpu_us, launch_delay_us,
        short_kernel, runtime_outlier, launch_delay_outlier
 FROM analysis_launch_stats($run, $rank, include_last_step := $include_last_step,
                            runtime_cutoff_us := $runtime_cutoff_us,
                            launch_delay_cutoff_us := $launch_delay_cutoff_us, include_memory := $include_memory)
 WHERE NOT $flagged_only OR short_kernel OR runtime_outlier OR launch_delay_outlier
-ORDER BY run, rank, launch_ts_us;
+ORDER BY launch_delay_us DESC, cpu_us DESC, run, rank, launch_ts_us, correlation
+LIMIT $top;

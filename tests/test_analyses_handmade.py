@@ -88,6 +88,15 @@ def test_launch_stats_durations_delays_and_flags(run_cli, mix_db):
     assert sorted(r["kernel_name"] for r in flagged) == ["tiny"]
 
 
+def test_launch_stats_keeps_the_longest_delays_first(run_cli, mix_db):
+    rows = report(run_cli, "launch_stats", run="mix", top=2)
+    assert [(r["kernel_name"], r["launch_delay_us"]) for r in rows] == [
+        ("Memcpy HtoD (Pageable -> Device)", 30), ("tiny", 12)]
+    # equal delays (gemm, relu: 5 us) rank by CPU time, then launch time
+    rows = report(run_cli, "launch_stats", run="mix", top="NULL")
+    assert [r["kernel_name"] for r in rows] == ["Memcpy HtoD (Pageable -> Device)", "tiny", NCCL, "gemm", "relu"]
+
+
 def test_queue_length_summary_and_blocked_time(run_cli, mix_db):
     # stream 7 change points: 0:+1 10:-1 12:+1 45:-1 70:+1 80:-1 100:+1 120:-1
     # -> values 1,0,1,0,1,0,1,0; length 1 held 10+33+10+20 = 73 of 120 us
