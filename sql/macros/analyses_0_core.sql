@@ -41,16 +41,18 @@ CREATE OR REPLACE TEMP MACRO analysis_hta_end_shift_us(ts_raw, dur_us) AS
          - (ts_raw + CAST(dur_us AS DECIMAL(38, 6))) AS DOUBLE);
 
 -- Every GPU op that occupies a stream, with its launch call (NULL when it was launched
--- before profiling began) and kernel class. hta_* columns carry HTA's rounded times.
--- The ops are joined to every CPU event of their correlation first and then keep
--- analysis_cpu_calls' pick: deduplicating the few matches is cheaper than all CPU calls.
-CREATE OR REPLACE TEMP VIEW analysis_gpu_ops AS
+-- before profiling began) and kernel class; only the ops of kernel_class unless NULL.
+-- hta_* columns carry HTA's rounded times. The ops are joined to every CPU event of their
+-- correlation first and then keep analysis_cpu_calls' pick: deduplicating the few matches
+-- is cheaper than all CPU calls.
+CREATE OR REPLACE TEMP MACRO analysis_gpu_ops_of(kernel_class) AS TABLE
 WITH ops AS (
     SELECT run_id, rank, event_id, name, cat, stream, correlation, ts_us, dur_us, end_us, ts_raw,
            analysis_kernel_type(name, cat) AS kernel_type
     FROM events
     WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'mtia_kernel', 'Kernel', 'Memcpy', 'Memset')
       AND ph = 'X' AND dur_us IS NOT NULL AND stream >= 0
+      AND (kernel_class IS NULL OR analysis_kernel_type(name, cat) = kernel_class)
 ),
 calls AS (
     SELECT run_id, rank, correlation, event_id, name, cat, pid, tid, ts_us, dur_us, end_us, ts_raw
@@ -80,6 +82,8 @@ SELECT
         AS hta_launch_ts_us
 FROM linked AS g
 JOIN traces AS t USING (run_id, rank);
+
+CREATE OR REPLACE TEMP VIEW analysis_gpu_ops AS SELECT * FROM analysis_gpu_ops_of(NULL);
 
 -- Latest launch time a rank's analyses take in. With two or more steps HTA drops the last
 -- one (the profiler often stops inside it): GPU work counts when its launch call started

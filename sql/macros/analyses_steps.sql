@@ -150,7 +150,7 @@ CREATE OR REPLACE TEMP MACRO analysis_busbw_factor(collective, group_size) AS
 -- size S); algbw = S / kernel time; busbw = algbw * analysis_busbw_factor. GB/s = 1e9 B/s.
 CREATE OR REPLACE TEMP VIEW analysis_collectives AS
 WITH comm_kernels AS (
-    SELECT * FROM analysis_gpu_ops WHERE kernel_type = 'communication'
+    SELECT * FROM analysis_gpu_ops_of('communication')
 ),
 comms_ops AS (
     SELECT run_id, rank, pid, tid, ts_us, end_us, args
