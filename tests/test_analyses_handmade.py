@@ -116,6 +116,19 @@ def test_kernel_sequences_under_outermost_operator(run_cli, mix_db):
     assert sorted(r["kernel_sequence"] for r in rows)[-1] == "relu -> tiny"
 
 
+def test_kernel_sequences_count_a_launch_under_every_root_holding_it(run_cli, builder, tmp_path):
+    # roots on one thread that overlap without nesting: A [0,20), B [10,30] and C [30,40]
+    # (C starts where B ends); launches at 5, 15, 25, 30, 35 -> A: 5, 15; B: 15, 25, 30; C: 30, 35
+    main = builder.thread(1, "pt_main_thread")
+    for ts, dur in ((0, 20), (10, 20), (30, 10)):
+        builder.cpu_op(main, "aten::linear", ts=ts, dur=dur)
+    for ts in (5, 15, 25, 30, 35):
+        builder.launch(main, ts=ts, dur=0, kernel=f"k{ts}", stream=7, kernel_ts=100 + ts, kernel_dur=1)
+    run_cli("ingest", str(builder.write(tmp_path / "o.json")), "--run", "o")
+    rows = report(run_cli, "kernel_sequences", run="o", min_length=1)
+    assert sorted(r["kernel_sequence"] for r in rows) == ["k15 -> k25 -> k30", "k30 -> k35", "k5 -> k15"]
+
+
 def test_percentiles_interpolate_linearly(run_cli, builder, tmp_path):
     for i in range(1, 101):
         builder.gpu_op("k", stream=7, ts=i * 200, dur=i)

@@ -63,7 +63,8 @@ FROM analysis_queue_series(run_name, rank_no, include_last_step := include_last_
 GROUP BY run, rank, stream;
 
 -- Outermost CPU ops whose name contains operator_text (one nested in another match on
--- the same thread is left out, so a kernel is counted once).
+-- the same thread is left out, so a kernel is counted once). Sorted by start, longest first,
+-- a match is nested when an earlier match on its thread ends at or after its end.
 CREATE OR REPLACE TEMP MACRO analysis_operator_roots(run_name, rank_no, operator_text) AS TABLE
 WITH matches AS (
     SELECT e.run_id, r.name AS run, e.rank, e.event_id, e.name, e.pid, e.tid, e.ts_us, e.end_us, e.dur_us
@@ -71,25 +72,46 @@ WITH matches AS (
     WHERE e.cat = 'cpu_op' AND e.ph = 'X' AND contains(e.name, operator_text)
       AND (run_name IS NULL OR r.name = run_name) AND (rank_no IS NULL OR e.rank = rank_no)
 )
-SELECT m.* FROM matches AS m
-WHERE NOT EXISTS (
-    SELECT 1 FROM matches AS outer_op
-    WHERE outer_op.run_id = m.run_id AND outer_op.rank = m.rank AND outer_op.pid = m.pid
-      AND outer_op.tid = m.tid AND outer_op.event_id <> m.event_id
-      AND outer_op.ts_us <= m.ts_us AND outer_op.end_us >= m.end_us
-      AND (outer_op.ts_us < m.ts_us OR outer_op.end_us > m.end_us OR outer_op.event_id < m.event_id));
+SELECT * FROM matches
+QUALIFY coalesce(max(end_us) OVER (
+    PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, end_us DESC, event_id
+    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) < end_us, true);
 
 -- Kernel name sequences launched under each root op (launch calls nested in it on its
 -- thread), counted per rank like HTA's frequent CUDA kernel sequences.
 CREATE OR REPLACE TEMP MACRO analysis_kernel_sequences(run_name, rank_no, operator_text,
     min_length := 3) AS TABLE
-WITH launched AS (
+WITH roots AS (
+    SELECT *, dense_rank() OVER (ORDER BY run_id, rank, pid, tid) AS thread_no,
+           lead(ts_us) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY ts_us) AS next_ts_us
+    FROM analysis_operator_roots(run_name, rank_no, operator_text)
+    WHERE end_us IS NOT NULL  -- an op without a duration holds no launch
+),
+-- GPU ops launched on a thread that has roots, by the thread's number
+launches AS (
+    SELECT t.thread_no, g.launch_ts_us, g.name AS kernel_name, g.ts_us AS kernel_ts_us, g.dur_us AS kernel_us
+    FROM analysis_gpu_ops AS g
+    JOIN runs AS r USING (run_id)
+    JOIN (SELECT DISTINCT run_id, rank, pid, tid, thread_no FROM roots) AS t
+      ON t.run_id = g.run_id AND t.rank = g.rank AND t.pid = g.launch_pid AND t.tid = g.launch_tid
+    WHERE (run_name IS NULL OR r.name = run_name) AND (rank_no IS NULL OR g.rank = rank_no)
+),
+-- Roots on a thread never nest, so sorted by start they end in order too: a launch is under
+-- the latest root started by then (while it lasts), and under an earlier one only when that
+-- root overlaps the next (rare). Two sorted joins instead of every launch of the thread
+-- against every root.
+launched AS (
     SELECT op.run, op.rank, op.event_id AS op_event_id, op.name AS operator, op.dur_us AS op_us,
-           g.name AS kernel_name, g.ts_us AS kernel_ts_us, g.dur_us AS kernel_us
-    FROM analysis_operator_roots(run_name, rank_no, operator_text) AS op
-    JOIN analysis_gpu_ops AS g
-      ON g.run_id = op.run_id AND g.rank = op.rank AND g.launch_pid = op.pid AND g.launch_tid = op.tid
-     AND g.launch_ts_us >= op.ts_us AND g.launch_ts_us <= op.end_us
+           g.kernel_name, g.kernel_ts_us, g.kernel_us
+    FROM launches AS g
+    ASOF JOIN roots AS op ON op.thread_no = g.thread_no AND g.launch_ts_us >= op.ts_us
+    WHERE g.launch_ts_us <= op.end_us
+    UNION ALL
+    SELECT op.run, op.rank, op.event_id, op.name, op.dur_us, g.kernel_name, g.kernel_ts_us, g.kernel_us
+    FROM roots AS op
+    JOIN launches AS g
+      ON g.thread_no = op.thread_no AND g.launch_ts_us >= op.next_ts_us AND g.launch_ts_us <= op.end_us
+    WHERE op.next_ts_us <= op.end_us
 ),
 per_op AS (
     SELECT run, rank, op_event_id, operator, any_value(op_us) AS op_us, count(*) AS kernel_count,
