@@ -8,11 +8,19 @@
 -- param: flagged_only BOOLEAN = false         keep only launches with a flag set
 -- param: include_last_step BOOLEAN = false    keep the last step (HTA drops it when a rank has 2+ steps)
 -- param: top INTEGER = 1000                   launches kept, longest delay first; every launch when NULL
-SELECT run, rank, correlation, launch_name, kernel_name, stream, launch_ts_us, cpu_us, gpu_us, launch_delay_us,
-       short_kernel, runtime_outlier, launch_delay_outlier
-FROM analysis_launch_stats($run, $rank, include_last_step := $include_last_step,
-                           runtime_cutoff_us := $runtime_cutoff_us,
-                           launch_delay_cutoff_us := $launch_delay_cutoff_us, include_memory := $include_memory)
-WHERE NOT $flagged_only OR short_kernel OR runtime_outlier OR launch_delay_outlier
-ORDER BY launch_delay_us DESC, cpu_us DESC, run, rank, launch_ts_us, correlation
-LIMIT $top;
+-- kernel names join after the cut: carrying them through the launch pick costs more
+WITH launches AS (
+    SELECT * EXCLUDE (kernel_name)
+    FROM analysis_launch_stats($run, $rank, include_last_step := $include_last_step,
+                               runtime_cutoff_us := $runtime_cutoff_us,
+                               launch_delay_cutoff_us := $launch_delay_cutoff_us, include_memory := $include_memory)
+    WHERE NOT $flagged_only OR short_kernel OR runtime_outlier OR launch_delay_outlier
+    ORDER BY launch_delay_us DESC, cpu_us DESC, run, rank, launch_ts_us, correlation
+    LIMIT $top
+)
+SELECT l.run, l.rank, l.correlation, l.launch_name, e.name AS kernel_name, l.stream, l.launch_ts_us, l.cpu_us,
+       l.gpu_us, l.launch_delay_us, l.short_kernel, l.runtime_outlier, l.launch_delay_outlier
+FROM launches AS l
+JOIN events AS e ON e.run_id = l.run_id AND e.rank = l.rank AND e.event_id = l.event_id
+    AND e.stream >= 0  -- always true here; lets the scan skip CPU events before reading names
+ORDER BY l.launch_delay_us DESC, l.cpu_us DESC, l.run, l.rank, l.launch_ts_us, l.correlation;

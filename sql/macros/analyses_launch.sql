@@ -17,10 +17,11 @@ FROM per_kernel;
 
 -- One row per launch call and the GPU op it started (HTA: cudaLaunchKernel(ExC) and,
 -- with include_memory, cudaMemcpyAsync / cudaMemsetAsync). launch_delay_us is the gap
--- from the end of the call to the op's start, clipped at zero as HTA does.
+-- from the end of the call to the op's start, clipped at zero as HTA does. run_id and
+-- event_id name the op's event.
 CREATE OR REPLACE TEMP MACRO analysis_launch_stats(run_name, rank_no, include_last_step := false,
     runtime_cutoff_us := 50, launch_delay_cutoff_us := 100, include_memory := true) AS TABLE
-SELECT run, rank, correlation, launch_name, name AS kernel_name, stream,
+SELECT run, run_id, rank, event_id, correlation, launch_name, name AS kernel_name, stream,
        launch_ts_us, launch_dur_us AS cpu_us, dur_us AS gpu_us,
        greatest(ts_us - launch_end_us, 0) AS launch_delay_us,
        dur_us < launch_dur_us AS short_kernel,
