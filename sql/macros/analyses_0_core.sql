@@ -41,7 +41,8 @@ CREATE OR REPLACE TEMP MACRO analysis_hta_end_shift_us(ts_raw, dur_us) AS
          - (ts_raw + CAST(dur_us AS DECIMAL(38, 6))) AS DOUBLE);
 
 -- Every GPU op that occupies a stream, with its launch call (NULL when it was launched
--- before profiling began) and kernel class; only the ops of kernel_class unless NULL.
+-- before profiling began; is_launch_call: one that enqueues work, analysis_is_launch_call)
+-- and kernel class; only the ops of kernel_class unless NULL.
 -- hta_* columns carry HTA's rounded times. The ops are joined to every CPU event of their
 -- correlation first and then keep analysis_cpu_calls' pick: deduplicating the few matches
 -- is cheaper than all CPU calls.
@@ -55,7 +56,8 @@ WITH ops AS (
       AND (kernel_class IS NULL OR analysis_kernel_type(name, cat) = kernel_class)
 ),
 calls AS (
-    SELECT run_id, rank, correlation, event_id, name, cat, pid, tid, ts_us, dur_us, end_us, ts_raw
+    SELECT run_id, rank, correlation, event_id, name, cat, pid, tid, ts_us, dur_us, end_us, ts_raw,
+           analysis_is_launch_call(name) AS is_launch_call
     FROM events
     WHERE correlation IS NOT NULL AND stream IS NULL AND ph = 'X' AND dur_us IS NOT NULL
 ),
@@ -63,7 +65,7 @@ linked AS (
     SELECT g.*,
            c.event_id AS launch_event_id, c.name AS launch_name, c.pid AS launch_pid, c.tid AS launch_tid,
            c.ts_us AS launch_ts_us, c.dur_us AS launch_dur_us, c.end_us AS launch_end_us,
-           c.ts_raw AS launch_ts_raw
+           c.ts_raw AS launch_ts_raw, c.is_launch_call
     FROM ops AS g
     LEFT JOIN calls AS c USING (run_id, rank, correlation)
     QUALIFY row_number() OVER (
@@ -73,7 +75,7 @@ SELECT
     g.run_id, g.rank, g.event_id, g.name, g.cat, g.stream, g.correlation,
     g.ts_us, g.dur_us, g.end_us, g.kernel_type,
     g.launch_event_id, g.launch_name, g.launch_pid, g.launch_tid,
-    g.launch_ts_us, g.launch_dur_us, g.launch_end_us,
+    g.launch_ts_us, g.launch_dur_us, g.launch_end_us, g.is_launch_call,
     -- rounded to 1 ps: the DOUBLE sum leaves 1e-11 noise that would flip equal-time comparisons
     round(g.ts_us + if(t.time_resolution = 'ns', analysis_hta_start_shift_us(g.ts_raw), 0), 6) AS hta_ts_us,
     round(g.end_us + if(t.time_resolution = 'ns',

@@ -28,40 +28,40 @@ SELECT run, run_id, rank, event_id, correlation, launch_name, name AS kernel_nam
        launch_dur_us > runtime_cutoff_us AS runtime_outlier,
        greatest(ts_us - launch_end_us, 0) > launch_delay_cutoff_us AS launch_delay_outlier
 FROM analysis_gpu_work(run_name, rank_no, include_last_step := include_last_step)
-WHERE analysis_is_launch_call(launch_name)
+WHERE is_launch_call
   AND (include_memory OR launch_name NOT SIMILAR TO '(cuda|hip)Mem(cpy|set).*');
 
 -- Outstanding operations per stream: +1 when a launch call enqueues GPU work, -1 when the
 -- work starts on the stream (HTA's definition). One row per change point. One ORDER BY over
 -- all streams (faster than PARTITION BY): the running sum stays per stream because each
--- stream's changes add up to zero, and held_us stops at the stream's last change.
+-- stream's changes add up to zero, and held_us stops at the stream's last change. Changes
+-- of one sign at one time give the same values in any order.
 CREATE OR REPLACE TEMP MACRO analysis_queue_series(run_name, rank_no, include_last_step := false) AS TABLE
 WITH changes AS (
-    SELECT run, run_id, rank, stream, event_id,
-           unnest([launch_ts_us, ts_us]) AS ts_us, unnest([1, -1]) AS delta
+    SELECT run, run_id, rank, stream, unnest([launch_ts_us, ts_us]) AS ts_us, unnest([1, -1]) AS delta
     FROM analysis_gpu_work(run_name, rank_no, include_last_step := include_last_step)
-    WHERE analysis_is_launch_call(launch_name)
+    WHERE is_launch_call
 )
-SELECT run, rank, stream, ts_us,
+SELECT run, run_id, rank, stream, ts_us,
        sum(delta) OVER w AS queue_length,
        if(lead(stream) OVER w = stream AND lead(rank) OVER w = rank AND lead(run_id) OVER w = run_id,
           lead(ts_us) OVER w - ts_us, NULL) AS held_us
 FROM changes
-WINDOW w AS (ORDER BY run_id, rank, stream, ts_us, delta DESC, event_id ROWS UNBOUNDED PRECEDING);
+WINDOW w AS (ORDER BY run_id, rank, stream, ts_us, delta DESC ROWS UNBOUNDED PRECEDING);
 
 -- Queue length summary per stream. mean_queue_length averages the change points, as HTA's
 -- describe() does; time_weighted_mean weights each value by how long it held.
 -- blocked_us: time with max_queue_length or more outstanding (the CPU blocks on launch).
 CREATE OR REPLACE TEMP MACRO analysis_queue_length(run_name, rank_no, include_last_step := false,
     max_queue_length := 1024) AS TABLE
-SELECT run, rank, stream,
+SELECT any_value(run) AS run, rank, stream,
        count(*) AS change_points,
        max(queue_length) AS max_queue_length,
        avg(queue_length) AS mean_queue_length,
        sum(queue_length * held_us) / nullif(sum(held_us), 0) AS time_weighted_mean,
        coalesce(sum(held_us) FILTER (WHERE queue_length >= max_queue_length), 0) AS blocked_us
 FROM analysis_queue_series(run_name, rank_no, include_last_step := include_last_step)
-GROUP BY run, rank, stream;
+GROUP BY run_id, rank, stream;
 
 -- Outermost CPU ops whose name contains operator_text (one nested in another match on
 -- the same thread is left out, so a kernel is counted once). Sorted by start, longest first,
