@@ -211,14 +211,31 @@ def test_collectives_metadata_and_bus_bandwidth(run_cli, builder, tmp_path):
     assert (rows[0]["group_size"], rows[0]["process_group"], rows[0]["process_group_desc"]) == (4, "0", "default_pg")
 
 
-def test_last_step_is_out_of_scope_unless_asked(run_cli, builder, tmp_path):
-    # two steps: HTA's scope drops GPU work launched in the last one
+def ingest_two_steps(run_cli, builder, path, run: str, launches) -> None:
+    """Steps 1 and 2 (100 us each) with (launch_ts, kernel, kernel_ts, kernel_dur) launches on stream 7."""
     main = builder.thread(1, "pt_main_thread")
     builder.step(1, main, ts=0, dur=100)
     builder.step(2, main, ts=100, dur=100)
-    builder.launch(main, ts=10, dur=5, kernel="a", stream=7, kernel_ts=20, kernel_dur=30)
-    builder.launch(main, ts=110, dur=5, kernel="b", stream=7, kernel_ts=120, kernel_dur=10)
-    run_cli("ingest", str(builder.write(tmp_path / "t.json")), "--run", "t")
+    for launch_ts, kernel, kernel_ts, kernel_dur in launches:
+        builder.launch(main, ts=launch_ts, dur=5, kernel=kernel, stream=7, kernel_ts=kernel_ts, kernel_dur=kernel_dur)
+    run_cli("ingest", str(builder.write(path)), "--run", run)
+
+
+def test_last_step_is_out_of_scope_unless_asked(run_cli, builder, tmp_path):
+    # two steps: HTA's scope drops GPU work launched in the last one
+    ingest_two_steps(run_cli, builder, tmp_path / "t.json", "t", [(10, "a", 20, 30), (110, "b", 120, 10)])
     assert report(run_cli, "temporal_breakdown", run="t")[0]["kernel_us"] == 30
     assert report(run_cli, "temporal_breakdown", run="t", include_last_step="true")[0]["kernel_us"] == 110
     assert report(run_cli, "temporal_breakdown", run="t", include_last_step="true", step=2)[0]["kernel_us"] == 10
+
+
+def test_run_diff_gpu_ops_follow_their_launch_step_and_whole_runs_skip_steps(run_cli, builder, tmp_path):
+    # late_kernel is launched in step 1 and runs during step 2: HTA's iterations put it in step 1
+    ingest_two_steps(run_cli, builder, tmp_path / "x.json", "x",
+                     [(90, "late_kernel", 120, 30), (110, "step2_kernel", 160, 10)])
+    by_step = {r["name"]: (r["count_a"], r["count_b"])
+               for r in report(run_cli, "run_diff", run_a="x", run_b="x", step_a=1, step_b=2, device="gpu")}
+    assert by_step == {"late_kernel": (1, 0), "step2_kernel": (0, 1)}
+    whole = {r["name"]: (r["count_a"], r["total_us_b"])
+             for r in report(run_cli, "run_diff", run_a="x", run_b="x", device="gpu")}
+    assert whole == {"late_kernel": (1, 30), "step2_kernel": (1, 10)}

@@ -93,7 +93,21 @@ SELECT r.name AS run, x.* FROM (SELECT * FROM cpu UNION ALL SELECT * FROM gpu) A
 JOIN runs AS r USING (run_id)
 WHERE r.name = run_name;
 
+-- The same events as analysis_events_by_step without their step: no launch-call join and no
+-- step lookup, for the many questions that take whole runs.
+CREATE OR REPLACE TEMP MACRO analysis_timed_events(run_name) AS TABLE
+SELECT r.name AS run, e.run_id, e.rank, e.name, e.dur_us, if(e.stream IS NULL, 'cpu', 'gpu') AS device
+FROM events AS e
+JOIN runs AS r USING (run_id)
+WHERE r.name = run_name AND e.ph = 'X' AND e.dur_us IS NOT NULL
+  AND ((e.stream IS NULL AND e.cat IS NOT NULL AND e.cat <> 'Trace')
+       -- analysis_gpu_ops' ops (is_gpu_work's list: trace_types.sql loads after this file)
+       OR (e.cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'mtia_kernel', 'Kernel', 'Memcpy', 'Memset')
+           AND e.stream >= 0));
+
 -- Count and total time per op/kernel name in two runs (optionally one rank, one step each).
+-- A side with no step reads analysis_timed_events: the planner drops the branch the bound
+-- parameters rule out, so the step lookup is only paid for when a step is asked for.
 -- device: 'all', 'cpu' or 'gpu'. change: added, removed, more, fewer or same (by count).
 CREATE OR REPLACE TEMP MACRO analysis_run_diff(run_a, run_b, rank_no := NULL, step_a := NULL, step_b := NULL,
     device := 'all') AS TABLE
@@ -101,10 +115,15 @@ WITH checked AS (
     SELECT CASE WHEN device IN ('all', 'cpu', 'gpu') THEN device
                 ELSE error('device must be one of all, cpu, gpu; got ' || coalesce(device, 'NULL')) END AS device
 ),
+-- columns qualified: a bare `device` would read the macro's parameter
 picked AS (
-    SELECT 'a' AS side, * FROM analysis_events_by_step(run_a) WHERE step_a IS NULL OR step = step_a
+    SELECT 'a' AS side, t.rank, t.name, t.dur_us, t.device FROM analysis_timed_events(run_a) AS t WHERE step_a IS NULL
     UNION ALL
-    SELECT 'b', * FROM analysis_events_by_step(run_b) WHERE step_b IS NULL OR step = step_b
+    SELECT 'a', t.rank, t.name, t.dur_us, t.device FROM analysis_events_by_step(run_a) AS t WHERE t.step = step_a
+    UNION ALL
+    SELECT 'b', t.rank, t.name, t.dur_us, t.device FROM analysis_timed_events(run_b) AS t WHERE step_b IS NULL
+    UNION ALL
+    SELECT 'b', t.rank, t.name, t.dur_us, t.device FROM analysis_events_by_step(run_b) AS t WHERE t.step = step_b
 ),
 totals AS (
     SELECT p.name,
