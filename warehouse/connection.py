@@ -39,7 +39,7 @@ def connect(path: Path | str, read_only: bool = False, for_sql: str | None = Non
     con.execute("SET enable_progress_bar = false")
     _limit_memory(con)
     if not read_only:
-        _run_file(con, "schema.sql")
+        sqlfiles.execute(con, "schema.sql")
         _refuse_old_layout(con, path)
         _run_folder(con, "schema")
     _run_folder(con, "macros")
@@ -73,18 +73,13 @@ def _open_problem(path: Path, exc: Exception) -> str:
     return f"cannot open database {path}: {message.splitlines()[0]}"
 
 
-def _run_file(con: duckdb.DuckDBPyConnection, name: str) -> None:
-    # one call for the whole file: a call per statement costs more than the statements
-    con.execute(sqlfiles.load(name))
-
-
 def _run_folder(con: duckdb.DuckDBPyConnection, folder: str) -> None:
     try:
         names = sqlfiles.names(folder)
     except FileNotFoundError:
         return
     for name in names:
-        _run_file(con, f"{folder}/{name}")
+        sqlfiles.execute(con, f"{folder}/{name}")
 
 
 def _register_udfs(con: duckdb.DuckDBPyConnection, for_sql: str | None) -> None:

@@ -26,8 +26,7 @@ def load_experiments(con: duckdb.DuckDBPyConnection, path: Path | str, key: str)
         _rename_key(con, key, path)
         _check_unique_runs(con, key)
         count = con.execute("SELECT count(*) FROM staged_experiments").fetchone()[0]
-        for statement in sqlfiles.statements(sqlfiles.load("views/staged_experiments.sql")):
-            con.execute(statement)
+        sqlfiles.execute(con, "views/staged_experiments.sql")
     finally:
         con.execute("DROP TABLE IF EXISTS staged_experiments")
     return count

@@ -20,9 +20,10 @@ def names(folder: str, package: str = "sql") -> list[str]:
     return sorted(entry.name for entry in base.iterdir() if entry.name.endswith(".sql"))
 
 
-def statements(sql_text: str) -> list[str]:
-    """Split a .sql file into statements with DuckDB's own parser (comments and literals safe)."""
-    return [statement.query for statement in duckdb.extract_statements(sql_text)]
+def execute(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Run every statement of a parameterless .sql file, in one call: a call per statement
+    costs more than the statements (it is most of opening a connection)."""
+    con.execute(load(name))
 
 
 def parameterized_statements(sql_text: str) -> list[tuple[str, set[str]]]:
