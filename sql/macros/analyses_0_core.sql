@@ -1,7 +1,5 @@
 -- Building blocks of the trace analyses (docs/analyses.md): GPU work with its launch call,
 -- kernel class, step and the rank's analysis scope. Temporary, defined on every connection.
--- This file loads before trace_types.sql (sorted names), so it inlines the category lists
--- instead of calling those macros: scalar macros are bound when created.
 
 -- HTA's kernel classes: NCCL kernels communicate, memcpy/memset/DMA move memory, the rest computes.
 CREATE OR REPLACE TEMP MACRO analysis_kernel_type(kernel_name, cat) AS
@@ -21,15 +19,6 @@ CREATE OR REPLACE TEMP MACRO analysis_is_launch_call(call_name) AS
                   'hipMemcpyAsync', 'hipMemsetAsync', 'hipMemcpyWithStream',
                   'runFunction - job_prep_and_submit_for_execution');
 
--- One CPU-side event per correlation: the runtime call that shares it with GPU ops.
--- A driver call can repeat the id; the runtime call (then the earliest) wins.
-CREATE OR REPLACE TEMP VIEW analysis_cpu_calls AS
-SELECT run_id, rank, correlation, event_id, name, cat, pid, tid, ts_us, dur_us, end_us, ts_raw
-FROM events
-WHERE correlation IS NOT NULL AND stream IS NULL AND ph = 'X' AND dur_us IS NOT NULL
-QUALIFY row_number() OVER (
-    PARTITION BY run_id, rank, correlation ORDER BY cat = 'cuda_runtime' DESC, ts_us, event_id) = 1;
-
 -- Amount HTA moves a timestamp: in traces with fractional timestamps (ns_resolution, nccl)
 -- it parses them as float64 (epoch microseconds keep only quarter-microsecond digits),
 -- then rounds starts up and ends down to whole microseconds. Shifts from the exact
@@ -43,16 +32,16 @@ CREATE OR REPLACE TEMP MACRO analysis_hta_end_shift_us(ts_raw, dur_us) AS
 -- Every GPU op that occupies a stream, with its launch call (NULL when it was launched
 -- before profiling began; is_launch_call: one that enqueues work, analysis_is_launch_call)
 -- and kernel class; only the ops of kernel_class unless NULL.
--- hta_* columns carry HTA's rounded times. The ops are joined to every CPU event of their
--- correlation first and then keep analysis_cpu_calls' pick: deduplicating the few matches
--- is cheaper than all CPU calls.
+-- hta_* columns carry HTA's rounded times. The launch call is the CPU-side event sharing the
+-- op's correlation; a driver call can repeat the id, and the runtime call (then the earliest)
+-- wins. Ops join every CPU event of their correlation before that pick: deduplicating the few
+-- matches is cheaper than deduplicating all CPU calls.
 CREATE OR REPLACE TEMP MACRO analysis_gpu_ops_of(kernel_class) AS TABLE
 WITH ops AS (
     SELECT run_id, rank, event_id, name, cat, stream, correlation, ts_us, dur_us, end_us, ts_raw,
            analysis_kernel_type(name, cat) AS kernel_type
     FROM events
-    WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'mtia_kernel', 'Kernel', 'Memcpy', 'Memset')
-      AND ph = 'X' AND dur_us IS NOT NULL AND stream >= 0
+    WHERE is_gpu_work(cat) AND ph = 'X' AND dur_us IS NOT NULL AND stream >= 0
       AND (kernel_class IS NULL OR analysis_kernel_type(name, cat) = kernel_class)
 ),
 calls AS (

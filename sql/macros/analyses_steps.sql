@@ -101,9 +101,7 @@ FROM events AS e
 JOIN runs AS r USING (run_id)
 WHERE r.name = run_name AND e.ph = 'X' AND e.dur_us IS NOT NULL
   AND ((e.stream IS NULL AND e.cat IS NOT NULL AND e.cat <> 'Trace')
-       -- analysis_gpu_ops' ops (is_gpu_work's list: trace_types.sql loads after this file)
-       OR (e.cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'mtia_kernel', 'Kernel', 'Memcpy', 'Memset')
-           AND e.stream >= 0));
+       OR (is_gpu_work(e.cat) AND e.stream >= 0));  -- analysis_gpu_ops' ops
 
 -- Count and total time per op/kernel name in two runs (optionally one rank, one step each).
 -- A side with no step reads analysis_timed_events: the planner drops the branch the bound

@@ -1,4 +1,6 @@
 -- Helpers for reading Kineto fields; temporary macros, defined on every connection.
+-- First of the macro files (sorted names): macros are bound when created, so the
+-- analyses_* files can call these only if they already exist.
 
 -- Device-side categories: their tid is a stream lane, not an OS thread.
 CREATE OR REPLACE TEMP MACRO is_device_category(cat) AS
