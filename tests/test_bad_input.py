@@ -241,3 +241,12 @@ def test_database_from_an_older_layout_is_refused_before_ingest(tmp_path, run_cl
     assert_clean_failure(result.code, result.out, result.err, "older ctda-sql", "new database")
     with duckdb.connect(str(db_path), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+
+
+def test_failed_first_ingest_leaves_no_database_file(tmp_path, run_cli):
+    new_db = tmp_path / "new.duckdb"
+    truncated = tmp_path / "truncated.json"
+    truncated.write_text('{"traceEvents": [')
+    result = run_cli("ingest", str(truncated), db=new_db)
+    assert_clean_failure(result.code, result.out, result.err, "truncated.json")
+    assert list(tmp_path.iterdir()) == [truncated]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -50,16 +51,34 @@ def cmd_ingest(args) -> int:
     from .ingest import ingest
 
     meta = {k: meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
-    con = connect(resolve_db_path(args.db), for_sql="")  # ingest calls no Python UDF
-    result = ingest(con, args.paths, run_name=args.run, meta=meta, replace=args.replace,
-                    show_progress=not args.quiet)
-    refresh_run_meta(con)  # new --meta keys become run_meta columns
+    db_path = resolve_db_path(args.db)
+    with _new_database_removed_on_failure(db_path):
+        con = connect(db_path, for_sql="")  # ingest calls no Python UDF
+        try:
+            result = ingest(con, args.paths, run_name=args.run, meta=meta, replace=args.replace,
+                            show_progress=not args.quiet)
+            refresh_run_meta(con)  # new --meta keys become run_meta columns
+        finally:
+            con.close()
     for line in result.loaded:
         print(f"ingested {line}")
     for line in result.skipped + result.warnings:
         print(f"warning: {line}", file=sys.stderr)
     print(f"run {result.run_name!r}: {len(result.loaded)} loaded, {len(result.skipped)} skipped")
     return 0
+
+
+@contextmanager
+def _new_database_removed_on_failure(db_path: Path):
+    """A first ingest that fails leaves no database file behind: the folder stays as it was."""
+    existed = db_path.exists()
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            for leftover in (db_path, db_path.with_name(db_path.name + ".wal")):
+                leftover.unlink(missing_ok=True)
+        raise
 
 
 def cmd_analyze(args) -> int:
