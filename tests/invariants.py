@@ -17,6 +17,21 @@ CHECKS = {
             SELECT *, lead(counted_start_us) OVER (PARTITION BY run_id, rank, step, method ORDER BY seq) AS next_start
             FROM critical_path)
         WHERE counted_start_us > counted_end_us OR counted_end_us > next_start""",
+    "counted windows stay inside their step's window": """
+        SELECT c.run_id, c.rank, c.step, c.method, c.seq
+        FROM critical_path c JOIN analysis_windows w USING (run_id, rank, step)
+        WHERE c.counted_us > 0
+          AND (c.counted_start_us < w.start_us - 1e-6 OR c.counted_end_us > w.e2e_end_us + 1e-6)""",
+    "no time is counted in two steps": """
+        SELECT run_id, rank, method, step, seq FROM (
+            SELECT *, lead(counted_start_us) OVER (
+                PARTITION BY run_id, rank, method ORDER BY counted_start_us, counted_end_us) AS next_start
+            FROM critical_path WHERE counted_us > 0)
+        WHERE counted_end_us > next_start + 1e-6""",
+    "every remainder is >= 0": """
+        SELECT run, rank, step, method FROM cpcr_rows
+        WHERE least(cpu_gap_us, gpu_idle_us, launch_delay_us, between_nodes_us, slack_before_us,
+                    slack_after_us) < -1e-6""",
     "counted time fits inside its window": """
         SELECT run_id, rank, step, method, seq FROM critical_path
         WHERE counted_us < -1e-6 OR counted_us > counted_end_us - counted_start_us + 1e-6""",
@@ -44,12 +59,52 @@ CHECKS = {
 }
 
 
-def broken_invariants(con) -> dict[str, list]:
-    """Invariant name -> offending rows, for every invariant that does not hold."""
+# Share of each run's ctda path that blocking runtime calls take (syncs, and copy calls whose
+# copy blocks the CPU): waiting belongs to the GPU work waited for, not to the call.
+BLOCKING_SHARE_SQL = """
+    WITH blocking_copy_calls AS (
+        SELECT DISTINCT c.run_id, c.rank, c.event_id
+        FROM events c JOIN events g
+            ON g.run_id = c.run_id AND g.rank = c.rank AND g.correlation = c.correlation
+        WHERE is_gpu_work(g.cat) AND is_blocking_copy(g.name) AND NOT is_device_category(c.cat)
+    )
+    SELECT r.name, coalesce(sum(p.self_us) FILTER (
+               WHERE is_blocking_sync_call(p.name) OR b.event_id IS NOT NULL), 0)
+           / nullif(sum(p.self_us), 0)
+    FROM path_events p JOIN runs r USING (run_id)
+    LEFT JOIN blocking_copy_calls b ON b.run_id = p.run_id AND b.rank = p.rank AND b.event_id = p.event_id
+    WHERE p.method = 'ctda'
+    GROUP BY r.name"""
+
+# Windows holding device work that got no device node.
+DEVICE_WITHOUT_NODES_SQL = """
+    SELECT w.run_id, w.rank, w.step FROM analysis_windows w
+    WHERE EXISTS (SELECT 1 FROM events e WHERE e.run_id = w.run_id AND e.rank = w.rank AND is_gpu_work(e.cat)
+                  AND e.ts_us >= w.start_us AND e.ts_us < w.e2e_end_us)
+      AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.run_id = w.run_id AND n.rank = w.rank AND n.step = w.step
+                      AND n.kind = 'gpu')"""
+
+
+def top_names(con, top: int = 10, method: str = "ctda") -> dict[str, list[str]]:
+    """Run name -> the names of its top hotspots by counted self time."""
+    rows = con.execute(
+        "SELECT run, list(name ORDER BY us DESC)[1:?] FROM ("
+        "  SELECT r.name AS run, p.name, sum(p.self_us) AS us FROM path_events p JOIN runs r USING (run_id)"
+        "  WHERE p.method = ? GROUP BY r.name, p.name) GROUP BY run", [top, method]).fetchall()
+    return dict(rows)
+
+
+def create_cpcr_rows(con) -> None:
+    """The cpcr report's rows for every window, as the temp table cpcr_rows."""
     from warehouse.reports import find_report
 
     report = find_report("cpcr")
     con.execute("CREATE OR REPLACE TEMP TABLE cpcr_rows AS " + report.sql.rstrip().rstrip(";"),
                 report.bind({}))
+
+
+def broken_invariants(con) -> dict[str, list]:
+    """Invariant name -> offending rows, for every invariant that does not hold."""
+    create_cpcr_rows(con)
     found = {name: con.execute(sql).fetchall() for name, sql in CHECKS.items()}
     return {name: rows[:5] for name, rows in found.items() if rows}

@@ -9,6 +9,8 @@ import pytest
 from warehouse.tracebuilder import TraceBuilder
 
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+# newer NCCL names its kernels ncclDevKernel_*: communication all the same
+NEW_NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
 
 def report(run_cli, name: str, **params) -> list[dict]:
@@ -18,14 +20,14 @@ def report(run_cli, name: str, **params) -> list[dict]:
     return json.loads(result.out)
 
 
-def gpu_mix(builder: TraceBuilder) -> TraceBuilder:
+def gpu_mix(builder: TraceBuilder, nccl_name: str = NCCL) -> TraceBuilder:
     """One thread, no steps (whole trace). Stream 7: gemm [10,40), memcpy [45,55),
     relu [80,100), tiny [120,122); stream 20: NCCL [20,60)."""
     main = builder.thread(100, "pt_main_thread")
     builder.cpu_op(main, "aten::linear", ts=0, dur=16)
     builder.cpu_op(main, "aten::linear", ts=5, dur=10)  # nested match: not a root
     builder.launch(main, ts=0, dur=5, kernel="gemm", stream=7, kernel_ts=10, kernel_dur=30)
-    builder.launch(main, ts=6, dur=4, kernel=NCCL, stream=20, kernel_ts=20, kernel_dur=40)
+    builder.launch(main, ts=6, dur=4, kernel=nccl_name, stream=20, kernel_ts=20, kernel_dur=40)
     builder.launch(main, ts=12, dur=3, kernel="Memcpy HtoD (Pageable -> Device)", stream=7,
                    kernel_ts=45, kernel_dur=10, cat="gpu_memcpy", call="cudaMemcpyAsync")
     builder.cpu_op(main, "aten::linear", ts=68, dur=42)
@@ -52,6 +54,17 @@ def test_comm_overlap_is_share_of_comm_time_under_compute(run_cli, mix_db):
     # NCCL [20,60) = 40 us, compute covers [20,40) = 20 us -> 50 %
     [row] = report(run_cli, "comm_overlap", run="mix")
     assert (row["communication_us"], row["overlapped_us"], row["overlap_pct"]) == (40, 20, 50)
+
+
+def test_newer_nccl_kernel_names_are_communication_in_every_report(run_cli, builder, tmp_path):
+    path = gpu_mix(builder, NEW_NCCL).write(tmp_path / "new_nccl.json.gz")
+    assert run_cli("ingest", str(path), "--run", "new").code == 0
+    [row] = report(run_cli, "comm_overlap", run="new")
+    assert (row["communication_us"], row["overlapped_us"]) == (40, 20)
+    kinds = {r["name"]: r["kernel_type"] for r in report(run_cli, "kernel_breakdown", run="new", top=3)}
+    assert kinds[NEW_NCCL] == "communication"
+    [temporal] = report(run_cli, "temporal_breakdown", run="new")
+    assert (temporal["compute_us"], temporal["non_compute_us"]) == (52, 20)
 
 
 def test_idle_time_categories_and_threshold(run_cli, mix_db):

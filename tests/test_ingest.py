@@ -161,9 +161,10 @@ def test_one_step_per_profiler_step_annotation(builder, tmp_path, run_cli, db_pa
         builder.cpu_op(main, "aten::mm", ts=start + 5, dur=50)
     run_cli("ingest", str(builder.write(tmp_path / "steps.json")))
     rows = fetch(db_path, "SELECT step, name, start_us, end_us, whole_trace FROM steps ORDER BY step")
+    # steps partition the timeline: each runs to the next one's start, the last to its end
     assert rows == [
-        (4, "ProfilerStep#4", 0.0, 90.0, False),
-        (5, "ProfilerStep#5", 100.0, 190.0, False),
+        (4, "ProfilerStep#4", 0.0, 100.0, False),
+        (5, "ProfilerStep#5", 100.0, 250.0, False),
         (6, "ProfilerStep#6", 250.0, 340.0, False),
     ]
 

@@ -24,8 +24,10 @@ class AnalysisSettings:
     # a sync call may return this long after the GPU work it waited for ended (clock skew)
     sync_tolerance_us: float = 20.0
     # a kernel starting this long after its launch and stream predecessor, within this long
-    # of work on another stream ending, waited for that work
-    wait_gap_us: float = 5.0
+    # of work on another stream ending, waited for that work. 15 us covers the hand-offs
+    # measured on real traces (2-11 us compute-side, 6-9 us NCCL -> compute on A100s);
+    # docs/method.md has the distribution
+    wait_gap_us: float = 15.0
     # split GPU nodes where the stream went idle waiting for the next launch
     split_starved: bool = True
     starve_gap_us: float = 1.0
@@ -100,6 +102,10 @@ def _summary(con) -> str:
     if windows == 0:
         raise CtdaError("nothing to analyze: no steps or windows matched (ingest traces first)")
     lines = [f"analyzed {windows} windows of {ranks} rank(s): {nodes:,} nodes"]
+    nested = con.execute("SELECT nested_count FROM cp_nested_windows").fetchone()[0]
+    if nested:
+        lines.append(f"  warning: {nested} annotation(s) nested in another of the same prefix were not "
+                     "windows of their own; each is analysed inside its outermost annotation")
     for method, cpcr in con.execute(
         "SELECT c.method, avg(p.path_us / x.window_us) FROM "
         "(SELECT method, run_id, rank, step, sum(counted_us) AS path_us FROM critical_path "

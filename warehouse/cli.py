@@ -7,6 +7,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -85,7 +86,11 @@ def cmd_analyze(args) -> int:
     from .analyze import AnalysisSettings, analyze
 
     con = connect(resolve_db_path(args.db), for_sql="")  # the engine calls no Python UDF
+    if args.wait_gap_us is not None and not args.wait_gap_us >= 0:
+        raise CtdaError(f"--wait-gap-us must be a number of microseconds >= 0, not {args.wait_gap_us}")
     settings = AnalysisSettings(split_starved=not args.no_split_starved)
+    if args.wait_gap_us is not None:
+        settings = replace(settings, wait_gap_us=args.wait_gap_us)
     summary = analyze(con, run=args.run, method=args.method, window_prefix=args.window,
                       show_progress=not args.quiet, settings=settings)
     print(summary)
@@ -203,6 +208,11 @@ def _add_analyze(sub) -> None:
                         "(default: all)")
     p.add_argument("--window", metavar="PREFIX",
                    help="analyse every annotation whose name starts with PREFIX instead of ProfilerStep")
+    p.add_argument("--wait-gap-us", type=float, metavar="N",
+                   help="in traces without cuda_sync events, a kernel that starts within N us of "
+                        "work on another stream ending (and well after its launch and stream "
+                        "predecessor) waited for that work (default: 15, from the hand-offs "
+                        "measured on real traces; docs/method.md)")
     p.add_argument("--no-split-starved", action="store_true",
                    help="keep one GPU node per CPU node and stream, as the method's paper does, "
                         "instead of splitting it where the GPU sat idle waiting for a launch")

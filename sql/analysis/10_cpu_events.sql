@@ -1,17 +1,32 @@
 -- Stage 1: analysis windows and the CPU events of the logical thread (main + autograd).
 
--- One window per ProfilerStep (or per annotation starting with $window_prefix).
+-- One window per ProfilerStep (steps partition the timeline: see sql/ingest/steps.sql), or
+-- per outermost annotation starting with $window_prefix (one nested in another of the same
+-- prefix on its thread is not a window of its own: cp_nested_windows counts them for a warning).
+CREATE OR REPLACE TEMP TABLE cp_prefix_annotations AS
+SELECT run_id, rank, event_id, name, ts_us, end_us,
+       ts_us < coalesce(max(end_us) OVER (
+           PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, end_us DESC, event_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), '-infinity'::DOUBLE) AS nested
+FROM events
+WHERE $window_prefix IS NOT NULL AND ($run_id IS NULL OR run_id = $run_id)
+  AND ph = 'X' AND starts_with(name, $window_prefix) AND NOT is_device_category(cat);
+
+CREATE OR REPLACE TEMP TABLE cp_nested_windows AS
+SELECT count(*) AS nested_count FROM cp_prefix_annotations WHERE nested;
+
+-- extends_to_device_end: an annotation window runs on to the end of the device work
+-- launched inside it; a step's end already says where the next step starts.
 CREATE OR REPLACE TEMP TABLE cp_windows AS
-SELECT run_id, rank, step, name, start_us, end_us
+SELECT run_id, rank, step, name, start_us, end_us, false AS extends_to_device_end
 FROM steps
 WHERE $window_prefix IS NULL AND ($run_id IS NULL OR run_id = $run_id)
 UNION ALL
 SELECT run_id, rank,
        row_number() OVER (PARTITION BY run_id, rank ORDER BY ts_us, event_id) AS step,
-       name, ts_us, end_us
-FROM events
-WHERE $window_prefix IS NOT NULL AND ($run_id IS NULL OR run_id = $run_id)
-  AND ph = 'X' AND starts_with(name, $window_prefix) AND NOT is_device_category(cat);
+       name, ts_us, end_us, true
+FROM cp_prefix_annotations
+WHERE NOT nested;
 
 -- Threads that form the logical CPU thread; pollers and helpers stay out.
 CREATE OR REPLACE TEMP TABLE cp_lanes AS
@@ -44,15 +59,30 @@ SELECT *,
         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) END AS top_event_id
 FROM nested;
 
--- GPU work of the analysed ranks, with the call that launched it (when it was traced).
+-- GPU work of the analysed ranks, with the call that launched it (when it was traced on the
+-- logical thread). launch_enqueued_us: when the CPU had handed the op over: the end of an
+-- asynchronous launch, the start of a blocking one (the rest of that call is waiting, not
+-- launching). has_traced_launch: some CPU event of the rank carries the op's correlation; an
+-- op without one was launched before profiling began.
 CREATE OR REPLACE TEMP TABLE cp_gpu_ops AS
+WITH cpu_correlations AS (
+    SELECT DISTINCT run_id, rank, correlation
+    FROM events
+    WHERE correlation IS NOT NULL AND ph = 'X' AND NOT is_device_category(cat)
+      AND (run_id, rank) IN (SELECT DISTINCT run_id, rank FROM cp_windows)
+)
 SELECT g.run_id, g.rank, g.event_id, g.name, g.cat, g.stream, g.ts_us, g.end_us, g.correlation,
        c.event_id AS launch_event_id, c.ts_us AS launch_start_us, c.end_us AS launch_end_us,
-       c.top_event_id, c.tid AS launch_tid
+       CASE WHEN is_blocking_sync_call(c.name) OR is_blocking_copy(g.name) THEN c.ts_us ELSE c.end_us END
+           AS launch_enqueued_us,
+       c.top_event_id, c.tid AS launch_tid,
+       traced.correlation IS NOT NULL AS has_traced_launch
 FROM events AS g
 LEFT JOIN cp_ops AS c
     ON c.run_id = g.run_id AND c.rank = g.rank AND c.correlation = g.correlation
    AND is_runtime_category(c.cat)
+LEFT JOIN cpu_correlations AS traced
+    ON traced.run_id = g.run_id AND traced.rank = g.rank AND traced.correlation = g.correlation
 WHERE g.ph = 'X' AND is_gpu_work(g.cat) AND g.dur_us IS NOT NULL
   AND (g.run_id, g.rank) IN (SELECT DISTINCT run_id, rank FROM cp_windows);
 

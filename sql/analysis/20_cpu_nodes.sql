@@ -2,16 +2,22 @@
 -- then CPU nodes: runs of consecutive top-level events of the logical thread sharing
 -- OS thread, phase, launched stream and sync segment.
 
--- Blocking syncs inside each top-level event (the last one decides where the wait ended).
+-- Blocking syncs inside each top-level event, in order. A sync waits: the CPU node holding
+-- it ends where the (first) sync returns, and the rest of the top-level event after each
+-- sync is a node of its own (a wait return, below), which the GPU work the sync waited for
+-- gates through a sync edge.
 CREATE OR REPLACE TEMP TABLE cp_syncs AS
-SELECT o.run_id, o.rank, o.top_event_id, o.event_id, o.name, o.correlation,
+SELECT o.run_id, o.rank, o.top_event_id, o.event_id, o.name, o.correlation, o.pid, o.tid,
        o.ts_us AS sync_start_us, o.end_us AS sync_end_us,
-       coalesce(blocking_copy.event_id, -1) AS copy_gpu_event_id
+       coalesce(blocking_copy.event_id, -1) AS copy_gpu_event_id,
+       row_number() OVER (PARTITION BY o.run_id, o.rank, o.top_event_id
+                          ORDER BY o.end_us, o.event_id) AS sync_seq
 FROM cp_ops AS o
 LEFT JOIN cp_gpu_ops AS blocking_copy
     ON blocking_copy.launch_event_id = o.event_id AND blocking_copy.run_id = o.run_id
    AND blocking_copy.rank = o.rank AND is_blocking_copy(blocking_copy.name)
-WHERE NOT o.is_python AND (is_blocking_sync_call(o.name) OR blocking_copy.event_id IS NOT NULL);
+WHERE NOT o.is_python AND (is_blocking_sync_call(o.name) OR blocking_copy.event_id IS NOT NULL)
+QUALIFY row_number() OVER (PARTITION BY o.run_id, o.rank, o.event_id ORDER BY blocking_copy.event_id) = 1;
 
 CREATE OR REPLACE TEMP TABLE cp_tops AS
 WITH tops AS (
@@ -26,9 +32,9 @@ launches AS (
     FROM cp_gpu_ops WHERE top_event_id IS NOT NULL
     GROUP BY ALL
 ),
-last_sync AS (
-    SELECT run_id, rank, top_event_id, max(sync_start_us) AS sync_start_us, max(sync_end_us) AS sync_end_us
-    FROM cp_syncs GROUP BY ALL
+first_sync AS (
+    SELECT run_id, rank, top_event_id, sync_start_us, sync_end_us
+    FROM cp_syncs WHERE sync_seq = 1
 ),
 context AS (
     SELECT t.run_id, t.rank, t.event_id, string_agg(a.name, '|' ORDER BY a.ts_us) AS annotations
@@ -38,10 +44,12 @@ context AS (
     GROUP BY ALL
 )
 SELECT t.*, l.launch_stream, s.sync_start_us, s.sync_end_us, s.sync_end_us IS NOT NULL AS has_sync,
-       coalesce(c.annotations, '') AS annotations
+       coalesce(c.annotations, '') AS annotations,
+       -- where this event's part of its node ends: at the first sync's return, if any
+       least(t.end_us, coalesce(s.sync_end_us, t.end_us)) AS node_part_end_us
 FROM tops AS t
 LEFT JOIN launches AS l ON l.run_id = t.run_id AND l.rank = t.rank AND l.top_event_id = t.event_id
-LEFT JOIN last_sync AS s ON s.run_id = t.run_id AND s.rank = t.rank AND s.top_event_id = t.event_id
+LEFT JOIN first_sync AS s ON s.run_id = t.run_id AND s.rank = t.rank AND s.top_event_id = t.event_id
 LEFT JOIN context AS c ON c.run_id = t.run_id AND c.rank = t.rank AND c.event_id = t.event_id;
 
 -- Phase of each top-level event: the matching rule with the lowest priority. Patterns are
@@ -94,3 +102,20 @@ SELECT *,
                   OR after_sync OR launch_stream <> carried_stream
              THEN 1 ELSE 0 END) OVER (PARTITION BY run_id, rank, step ORDER BY logical_seq) AS cpu_node
 FROM stream_switches;
+
+-- Wait returns: after each blocking sync, the rest of its top-level event (up to the next
+-- sync's return, or the event's end) is a CPU node of its own, numbered -(sync event id) so
+-- it never collides with the positive node numbers above. It starts where the wait ended.
+CREATE OR REPLACE TEMP TABLE cp_wait_returns AS
+SELECT s.run_id, s.rank, t.step, -s.event_id AS cpu_node, s.event_id AS sync_event_id,
+       s.top_event_id, s.name AS sync_name, s.correlation AS sync_correlation, s.copy_gpu_event_id,
+       s.sync_start_us, s.sync_end_us, t.pid, t.tid, t.phase,
+       s.sync_end_us AS start_us,
+       greatest(s.sync_end_us, coalesce(lead(s.sync_end_us) OVER (
+           PARTITION BY s.run_id, s.rank, s.top_event_id ORDER BY s.sync_seq), t.end_us)) AS end_us,
+       lead(s.sync_start_us) OVER (
+           PARTITION BY s.run_id, s.rank, s.top_event_id ORDER BY s.sync_seq) AS next_sync_start_us,
+       lead(s.sync_end_us) OVER (
+           PARTITION BY s.run_id, s.rank, s.top_event_id ORDER BY s.sync_seq) AS next_sync_end_us
+FROM cp_syncs AS s
+JOIN cp_top_nodes AS t ON t.run_id = s.run_id AND t.rank = s.rank AND t.event_id = s.top_event_id;

@@ -6,22 +6,35 @@ CREATE OR REPLACE TEMP TABLE cp_cpu_nodes AS
 SELECT run_id, rank, step, cpu_node,
        any_value(pid) AS pid, any_value(tid) AS tid, any_value(phase) AS phase,
        arg_min(launch_stream, logical_seq) FILTER (WHERE launch_stream IS NOT NULL) AS stream,
-       min(ts_us) AS start_us, max(end_us) AS end_us,
+       min(ts_us) AS start_us, max(node_part_end_us) AS end_us,
        arg_min(name, logical_seq) AS label,
        arg_max(has_sync, logical_seq) AS ends_with_sync,
        arg_max(sync_start_us, logical_seq) AS sync_start_us,
        arg_max(sync_end_us, logical_seq) AS sync_end_us,
        arg_max(event_id, logical_seq) AS last_top_event_id
 FROM cp_top_nodes
-GROUP BY run_id, rank, step, cpu_node;
+GROUP BY run_id, rank, step, cpu_node
+UNION ALL
+SELECT run_id, rank, step, cpu_node, pid, tid, phase, NULL, start_us, end_us,
+       'after ' || sync_name, next_sync_end_us IS NOT NULL, next_sync_start_us, next_sync_end_us,
+       top_event_id
+FROM cp_wait_returns;
 
--- GPU ops launched from a CPU node of a window, in stream order with their gaps.
+-- GPU ops launched from a CPU node of a window, in stream order with their gaps. An op
+-- launched after a sync returned belongs to that sync's wait-return node.
 CREATE OR REPLACE TEMP TABLE cp_gpu_in_window AS
-SELECT g.*, n.step, n.cpu_node, n.phase,
-       lag(g.end_us) OVER (PARTITION BY g.run_id, g.rank, g.stream ORDER BY g.ts_us, g.event_id) AS prev_end_on_stream
-FROM cp_gpu_ops AS g
-LEFT JOIN cp_top_nodes AS n
-    ON n.run_id = g.run_id AND n.rank = g.rank AND n.event_id = g.top_event_id;
+WITH attributed AS (
+    SELECT g.*, n.step, coalesce(r.cpu_node, n.cpu_node) AS cpu_node, n.phase
+    FROM cp_gpu_ops AS g
+    LEFT JOIN cp_top_nodes AS n
+        ON n.run_id = g.run_id AND n.rank = g.rank AND n.event_id = g.top_event_id
+    ASOF LEFT JOIN cp_wait_returns AS r
+        ON r.run_id = g.run_id AND r.rank = g.rank AND r.top_event_id = g.top_event_id
+       AND g.launch_start_us >= r.start_us
+)
+SELECT *,
+       lag(end_us) OVER (PARTITION BY run_id, rank, stream ORDER BY ts_us, event_id) AS prev_end_on_stream
+FROM attributed;
 
 -- Does the trace record GPU-side sync events? Without them, waits are inferred from timing.
 CREATE OR REPLACE TEMP TABLE cp_sync_events AS
@@ -71,7 +84,7 @@ JOIN cp_gpu_ops AS o
    AND o.end_us <= k.ts_us AND o.end_us >= k.ts_us - $wait_gap_us
 WHERE k.cpu_node IS NOT NULL
   AND k.ts_us > greatest(coalesce(k.prev_end_on_stream, '-infinity'::DOUBLE),
-                         coalesce(k.launch_end_us, '-infinity'::DOUBLE)) + $wait_gap_us
+                         coalesce(k.launch_enqueued_us, '-infinity'::DOUBLE)) + $wait_gap_us
   AND (k.run_id, k.rank) NOT IN (SELECT DISTINCT run_id, rank FROM cp_sync_events)
 GROUP BY k.run_id, k.rank, k.event_id;
 
@@ -85,7 +98,7 @@ SELECT * FROM cp_inferred_waits;
 CREATE OR REPLACE TEMP TABLE cp_gpu_split AS
 SELECT g.*,
     sum(CASE WHEN w.target_event_id IS NOT NULL
-              OR ($split_starved AND g.launch_end_us >= g.prev_end_on_stream
+              OR ($split_starved AND g.launch_enqueued_us >= g.prev_end_on_stream
                   AND g.ts_us > g.prev_end_on_stream + $starve_gap_us)
              THEN 1 ELSE 0 END) OVER (
         PARTITION BY g.run_id, g.rank, g.step, g.cpu_node, g.stream ORDER BY g.ts_us, g.event_id) AS split_no
@@ -94,13 +107,21 @@ LEFT JOIN (SELECT DISTINCT run_id, rank, target_event_id FROM cp_stream_waits) A
     ON w.run_id = g.run_id AND w.rank = g.rank AND w.target_event_id = g.event_id
 WHERE g.cpu_node IS NOT NULL;
 
--- GPU work of earlier windows still running when a window starts.
+-- Carry-in: GPU work of earlier windows still running when a window starts, and work
+-- launched before profiling began (no CPU event carries its correlation) that runs in the
+-- rank's first window, wherever in it it starts.
 CREATE OR REPLACE TEMP TABLE cp_carry_ops AS
-SELECT w.run_id, w.rank, w.step, g.event_id, g.stream, g.ts_us, g.end_us, g.name, g.phase
+WITH first_windows AS (
+    SELECT run_id, rank, min(start_us) AS first_start_us FROM cp_windows GROUP BY ALL
+)
+SELECT w.run_id, w.rank, w.step, g.event_id, g.stream, g.ts_us, g.end_us, g.name, g.cat, g.phase
 FROM cp_windows AS w
+JOIN first_windows AS f ON f.run_id = w.run_id AND f.rank = w.rank
 JOIN cp_gpu_in_window AS g
     ON g.run_id = w.run_id AND g.rank = w.rank AND g.end_us > w.start_us AND g.ts_us < w.end_us
-   AND (g.launch_start_us < w.start_us OR (g.launch_start_us IS NULL AND g.ts_us < w.start_us));
+   AND (g.launch_start_us < w.start_us
+        OR (g.launch_start_us IS NULL AND g.ts_us < w.start_us)
+        OR (g.correlation IS NOT NULL AND NOT g.has_traced_launch AND w.start_us = f.first_start_us));
 
 -- All nodes of every window, numbered in time order.
 CREATE OR REPLACE TEMP TABLE cp_nodes AS

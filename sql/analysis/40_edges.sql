@@ -1,12 +1,20 @@
 -- Stage 4: which events each node holds, and the edges between nodes.
 
 CREATE OR REPLACE TEMP TABLE cp_node_events AS
--- CPU nodes: their top-level events and everything nested in them
+-- CPU nodes: their top-level events and everything nested in them that starts before the
+-- node ends (a node holding a sync ends where the sync returned)
 SELECT n.run_id, n.rank, n.step, n.node_id, o.event_id, o.name, o.cat, o.tid, o.ts_us, o.end_us, o.is_top
 FROM cp_nodes AS n
 JOIN cp_top_nodes AS t USING (run_id, rank, step, cpu_node)
 JOIN cp_ops AS o ON o.run_id = t.run_id AND o.rank = t.rank AND o.top_event_id = t.event_id
-WHERE n.kind = 'cpu'
+WHERE n.kind = 'cpu' AND o.ts_us <= n.end_us
+UNION ALL
+-- wait-return nodes: the events of their top-level event that run after the wait
+SELECT n.run_id, n.rank, n.step, n.node_id, o.event_id, o.name, o.cat, o.tid, o.ts_us, o.end_us, o.is_top
+FROM cp_nodes AS n
+JOIN cp_wait_returns AS r USING (run_id, rank, step, cpu_node)
+JOIN cp_ops AS o ON o.run_id = r.run_id AND o.rank = r.rank AND o.top_event_id = r.top_event_id
+WHERE n.kind = 'cpu' AND o.end_us >= n.start_us AND o.ts_us <= n.end_us
 UNION ALL
 -- CPU nodes: python frames that lie inside the node's span on its thread
 SELECT n.run_id, n.rank, n.step, n.node_id, o.event_id, o.name, o.cat, o.tid, o.ts_us, o.end_us, false
@@ -21,43 +29,27 @@ FROM cp_nodes AS n
 JOIN cp_gpu_split AS g USING (run_id, rank, step, cpu_node, stream, split_no)
 WHERE n.kind = 'gpu' AND NOT n.carry_in
 UNION ALL
-SELECT n.run_id, n.rank, n.step, n.node_id, c.event_id, c.name, 'kernel', NULL, c.ts_us, c.end_us, true
+SELECT n.run_id, n.rank, n.step, n.node_id, c.event_id, c.name, c.cat, NULL, c.ts_us, c.end_us, true
 FROM cp_nodes AS n
 JOIN cp_carry_ops AS c USING (run_id, rank, step, stream)
 WHERE n.carry_in;
 
--- The blocking sync that ends a CPU node, its scope, and the CPU node that waited behind it
--- (the next node of the same OS thread).
+-- Every blocking sync, its scope, and the wait-return node that waited behind it.
 CREATE OR REPLACE TEMP TABLE cp_sync_waits AS
-WITH sync_calls AS (
-    SELECT n.run_id, n.rank, n.step, n.node_id AS sync_node, n.tid, n.start_us,
-           arg_max(s.name, s.sync_end_us) AS call_name,
-           arg_max(s.correlation, s.sync_end_us) AS call_correlation,
-           arg_max(s.copy_gpu_event_id, s.sync_end_us) AS copy_event_id,
-           max(s.sync_start_us) AS sync_start_us, max(s.sync_end_us) AS sync_end_us
-    FROM cp_nodes AS n
-    JOIN cp_cpu_nodes AS c USING (run_id, rank, step, cpu_node)
-    JOIN cp_syncs AS s ON s.run_id = n.run_id AND s.rank = n.rank AND s.top_event_id = c.last_top_event_id
-    WHERE n.kind = 'cpu' AND n.ends_with_sync
-    GROUP BY ALL
-),
-waiters AS (
-    SELECT run_id, rank, step, node_id,
-           lead(node_id) OVER (PARTITION BY run_id, rank, step, tid ORDER BY start_us, node_id) AS waiter_node
-    FROM cp_nodes WHERE kind = 'cpu'
-)
-SELECT sc.*, w.waiter_node, se.correlation IS NOT NULL OR sc.copy_event_id <> -1 AS recorded,
+SELECT r.run_id, r.rank, r.step, n.node_id AS waiter_node, r.sync_name AS call_name,
+       r.copy_gpu_event_id AS copy_event_id, r.sync_start_us, r.sync_end_us,
+       se.correlation IS NOT NULL OR r.copy_gpu_event_id <> -1 AS recorded,
        CASE WHEN se.name = 'Stream Sync' THEN se.stream WHEN se.name = 'Event Sync' THEN se.wait_on_stream END
            AS scope_stream,
-       sc.call_name ILIKE '%DeviceSynchronize' OR sc.call_name = 'cuCtxSynchronize'
+       r.sync_name ILIKE '%DeviceSynchronize' OR r.sync_name = 'cuCtxSynchronize'
            OR se.name = 'Context Sync' AS all_streams
-FROM sync_calls AS sc
-JOIN waiters AS w ON w.run_id = sc.run_id AND w.rank = sc.rank AND w.step = sc.step AND w.node_id = sc.sync_node
+FROM cp_wait_returns AS r
+JOIN cp_nodes AS n
+    ON n.run_id = r.run_id AND n.rank = r.rank AND n.step = r.step AND n.kind = 'cpu' AND n.cpu_node = r.cpu_node
 LEFT JOIN cp_sync_events AS se
-    ON se.run_id = sc.run_id AND se.rank = sc.rank AND se.correlation = sc.call_correlation
-WHERE w.waiter_node IS NOT NULL;
+    ON se.run_id = r.run_id AND se.rank = r.rank AND se.correlation = r.sync_correlation;
 
--- Where the wait ended for each CPU node that waited behind a blocking sync.
+-- Where the wait ended for each wait-return node.
 CREATE OR REPLACE TEMP TABLE cp_wait_ends AS
 SELECT run_id, rank, step, waiter_node AS node_id, max(sync_end_us) AS wait_end_us
 FROM cp_sync_waits
@@ -78,7 +70,7 @@ stream_chain AS (
 ),
 calls AS (
     SELECT c.run_id, c.rank, c.step, c.node_id AS src, n.node_id AS dst,
-           arg_min(g.launch_end_us, g.launch_start_us) AS first_launch_end_us
+           arg_min(g.launch_enqueued_us, g.launch_start_us) AS first_launch_end_us
     FROM cp_gpu_split AS g
     JOIN cp_nodes AS n ON n.run_id = g.run_id AND n.rank = g.rank AND n.step = g.step AND n.kind = 'gpu'
         AND NOT n.carry_in AND n.cpu_node = g.cpu_node AND n.stream = g.stream AND n.split_no = g.split_no
@@ -102,7 +94,7 @@ sync_candidates AS (
     SELECT sw.run_id, sw.rank, sw.step, g.node_id AS src, sw.waiter_node AS dst, NOT sw.recorded AS inferred,
            g.end_us AS src_end_us,
            row_number() OVER (
-               PARTITION BY sw.run_id, sw.rank, sw.step, sw.sync_node,
+               PARTITION BY sw.run_id, sw.rank, sw.step, sw.waiter_node,
                             CASE WHEN sw.all_streams OR sw.scope_stream IS NOT NULL THEN g.stream END
                ORDER BY g.end_us DESC, g.node_id DESC) AS latest
     FROM cp_sync_waits AS sw

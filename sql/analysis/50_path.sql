@@ -27,15 +27,32 @@ FROM (
 )
 WHERE preference = 1;
 
+-- End-to-end extent of every window: a step ends where the next one starts (the last one
+-- where its device work ends, sql/ingest/steps.sql); an annotation window runs on to the end
+-- of the device work launched inside it.
+CREATE OR REPLACE TEMP TABLE cp_window_extent AS
+SELECT w.run_id, w.rank, w.step, w.name, w.start_us, w.end_us,
+       CASE WHEN w.extends_to_device_end THEN greatest(w.end_us, coalesce(max(n.end_us), w.end_us))
+            ELSE w.end_us END AS e2e_end_us
+FROM cp_windows AS w
+LEFT JOIN cp_nodes AS n
+    ON n.run_id = w.run_id AND n.rank = w.rank AND n.step = w.step AND n.kind = 'gpu' AND NOT n.carry_in
+GROUP BY w.run_id, w.rank, w.step, w.name, w.start_us, w.end_us, w.extends_to_device_end;
+
 CREATE OR REPLACE TEMP TABLE cp_walk AS
 WITH RECURSIVE
 starts AS (
+    -- the node that ends last, GPU work queued past the end of the window aside (it belongs
+    -- to the next step, as carry-in); CPU nodes all start inside their window
     SELECT method, run_id, rank, step, node_id
     FROM (
         SELECT m.method, n.run_id, n.rank, n.step, n.node_id,
                row_number() OVER (PARTITION BY m.method, n.run_id, n.rank, n.step
-                                  ORDER BY n.end_us DESC, (n.kind = 'gpu') DESC, n.node_id DESC) AS latest
-        FROM cp_nodes AS n CROSS JOIN cp_methods AS m
+                                  ORDER BY (n.kind = 'cpu' OR n.start_us < x.e2e_end_us) DESC, n.end_us DESC,
+                                           (n.kind = 'gpu') DESC, n.node_id DESC) AS latest
+        FROM cp_nodes AS n
+        JOIN cp_window_extent AS x USING (run_id, rank, step)
+        CROSS JOIN cp_methods AS m
     )
     WHERE latest = 1
 ),
@@ -52,15 +69,6 @@ walk AS (
 SELECT method, run_id, rank, step, node_id, edge_to_next,
        max(depth) OVER (PARTITION BY method, run_id, rank, step) - depth + 1 AS seq
 FROM walk;
-
--- End-to-end extent of every window: to the later of its end and its GPU work's end.
-CREATE OR REPLACE TEMP TABLE cp_window_extent AS
-SELECT w.run_id, w.rank, w.step, w.name, w.start_us, w.end_us,
-       greatest(w.end_us, coalesce(max(n.end_us), w.end_us)) AS e2e_end_us
-FROM cp_windows AS w
-LEFT JOIN cp_nodes AS n
-    ON n.run_id = w.run_id AND n.rank = w.rank AND n.step = w.step AND n.kind = 'gpu' AND NOT n.carry_in
-GROUP BY w.run_id, w.rank, w.step, w.name, w.start_us, w.end_us;
 
 -- Counted windows. A CPU node followed on the path by its own GPU node counts up to the end
 -- of that node's first launch; a CPU node reached through a sync counts from the end of the

@@ -2,7 +2,9 @@
 -- node executes (idle gaps inside a node are not work). For hotspots, each counted instant
 -- goes to the innermost event executing then (self time), found with a sweep over the
 -- start/end points of each path node's events: the owner of a segment is the last event
--- that started at the current nesting depth.
+-- that started at the current nesting depth. GPU nodes go through the same sweep: device ops
+-- of one stream can overlap in a trace (clock skew, concurrent copy engines), and counting
+-- the union of their intervals, never the sum, keeps a node's counted time inside its window.
 
 CREATE OR REPLACE TEMP TABLE cp_path_members AS
 SELECT c.method, c.run_id, c.rank, c.step, c.node_id, c.kind, c.counted_start_us, c.counted_end_us,
@@ -13,7 +15,7 @@ JOIN cp_node_events AS m USING (run_id, rank, step, node_id);
 CREATE OR REPLACE TEMP TABLE cp_points AS
 WITH members AS (
     -- zero-length events execute nothing and would only confuse the nesting
-    SELECT * FROM cp_path_members WHERE kind = 'cpu' AND end_us > ts_us
+    SELECT * FROM cp_path_members WHERE end_us > ts_us
 ),
 marks AS (
     -- at one instant: ends before starts; an outer start before an inner one, an inner end first
@@ -24,10 +26,10 @@ marks AS (
     FROM members
     UNION ALL
     SELECT DISTINCT method, run_id, rank, step, node_id, counted_start_us, 0, 0, NULL
-    FROM cp_path_members WHERE kind = 'cpu'
+    FROM cp_path_members
     UNION ALL
     SELECT DISTINCT method, run_id, rank, step, node_id, counted_end_us, 0, 0, NULL
-    FROM cp_path_members WHERE kind = 'cpu'
+    FROM cp_path_members
 )
 SELECT *,
     row_number() OVER w AS ord,
@@ -43,7 +45,7 @@ WITH opened AS (
 ),
 bounds AS (
     SELECT DISTINCT method, run_id, rank, step, node_id, counted_start_us, counted_end_us
-    FROM cp_path_members WHERE kind = 'cpu'
+    FROM cp_path_members
 )
 SELECT p.method, p.run_id, p.rank, p.step, p.node_id, o.event_id, p.next_t - p.t AS length_us
 FROM cp_points AS p
@@ -55,14 +57,12 @@ WHERE p.depth > 0 AND p.next_t > p.t
   AND p.t >= b.counted_start_us AND p.next_t <= b.counted_end_us;
 
 CREATE OR REPLACE TEMP TABLE cp_event_time AS
-WITH cpu_self AS (
+WITH swept_self AS (
     SELECT method, run_id, rank, step, node_id, event_id, sum(length_us) AS self_us
     FROM cp_segments GROUP BY ALL
 )
 SELECT m.method, m.run_id, m.rank, m.step, m.node_id, m.event_id, m.name, m.cat,
-       CASE WHEN m.kind = 'gpu'
-            THEN greatest(0, least(m.end_us, m.counted_end_us) - greatest(m.ts_us, m.counted_start_us))
-            ELSE coalesce(s.self_us, 0) END AS self_us,
+       coalesce(s.self_us, 0) AS self_us,
        greatest(0, least(m.end_us, m.counted_end_us) - greatest(m.ts_us, m.counted_start_us)) AS inclusive_us
 FROM cp_path_members AS m
-LEFT JOIN cpu_self AS s USING (method, run_id, rank, step, node_id, event_id);
+LEFT JOIN swept_self AS s USING (method, run_id, rank, step, node_id, event_id);

@@ -2,14 +2,17 @@
 -- First of the macro files (sorted names): macros are bound when created, so the
 -- analyses_* files can call these only if they already exist.
 
+-- Device work that occupies a stream or queue, on every accelerator Kineto writes for:
+-- CUDA and ROCm (kernel, gpu_memcpy, gpu_memset), MTIA (mtia_ccp_events; mtia_kernel in
+-- older builds), and the capitalised names of non-Kineto exporters. Not annotations or
+-- sync markers. The one definition the engine and every analysis use.
+CREATE OR REPLACE TEMP MACRO is_gpu_work(cat) AS
+    cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'mtia_ccp_events', 'mtia_kernel',
+            'Kernel', 'Memcpy', 'Memset');
+
 -- Device-side categories: their tid is a stream lane, not an OS thread.
 CREATE OR REPLACE TEMP MACRO is_device_category(cat) AS
-    cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'cuda_sync', 'gpu_user_annotation',
-            'mtia_kernel', 'Kernel', 'Memcpy', 'Memset');
-
--- GPU work that occupies a stream (not annotations or sync markers).
-CREATE OR REPLACE TEMP MACRO is_gpu_work(cat) AS
-    cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'mtia_kernel', 'Kernel', 'Memcpy', 'Memset');
+    is_gpu_work(cat) OR cat IN ('cuda_sync', 'gpu_user_annotation');
 
 -- Streams arrive as 7, "7", "0x0" or 4294967295 (an unsigned -1, the device lane).
 CREATE OR REPLACE TEMP MACRO normalize_stream(stream_text) AS

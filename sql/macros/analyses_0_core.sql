@@ -1,6 +1,16 @@
 -- Building blocks of the trace analyses (docs/analyses.md): GPU work with its launch call,
 -- kernel class, step and the rank's analysis scope. Temporary, defined on every connection.
 
+-- Steps as their ProfilerStep annotations span them, for the HTA-parity analyses (HTA's
+-- iterations are the annotations). The `steps` table itself partitions the timeline for the
+-- critical path (each step runs to the next one's start; sql/ingest/steps.sql).
+CREATE OR REPLACE TEMP VIEW analysis_step_spans AS
+SELECT s.run_id, s.rank, s.step, s.name, s.start_us,
+       coalesce(a.end_us, s.end_us) AS end_us, coalesce(a.end_us, s.end_us) - s.start_us AS dur_us,
+       s.whole_trace, s.event_id
+FROM steps AS s
+LEFT JOIN events AS a ON a.run_id = s.run_id AND a.rank = s.rank AND a.event_id = s.event_id;
+
 -- HTA's kernel classes: NCCL kernels communicate, memcpy/memset/DMA move memory, the rest computes.
 CREATE OR REPLACE TEMP MACRO analysis_kernel_type(kernel_name, cat) AS
     CASE
@@ -83,7 +93,7 @@ CREATE OR REPLACE TEMP VIEW analysis_gpu_ops AS SELECT * FROM analysis_gpu_ops_o
 CREATE OR REPLACE TEMP MACRO analysis_scope(include_last_step) AS TABLE
 SELECT run_id, rank,
        if(any_value(include_last_step), max(end_us), max(start_us)) AS launch_cutoff_us
-FROM steps
+FROM analysis_step_spans
 WHERE NOT whole_trace
 GROUP BY run_id, rank
 HAVING count(*) >= 2;
@@ -92,10 +102,10 @@ HAVING count(*) >= 2;
 -- started at or before it, while that step lasts. No rows when step_no is NULL.
 CREATE OR REPLACE TEMP MACRO analysis_step_launches(step_no) AS TABLE
 SELECT s.run_id, s.rank, s.start_us AS from_us,
-       least(s.end_us, (SELECT min(n.start_us) FROM steps AS n
+       least(s.end_us, (SELECT min(n.start_us) FROM analysis_step_spans AS n
                         WHERE n.run_id = s.run_id AND n.rank = s.rank AND NOT n.whole_trace
                           AND n.start_us > s.start_us)) AS until_us
-FROM steps AS s
+FROM analysis_step_spans AS s
 WHERE NOT s.whole_trace AND s.step = step_no;
 
 -- The GPU ops a rank-level analysis reads: selected runs and ranks, inside the scope, and

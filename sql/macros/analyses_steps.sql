@@ -14,7 +14,7 @@ WITH checked AS (
 ),
 step_values AS (
     SELECT run_id, rank, avg(dur_us) AS value_us, count(*) AS samples
-    FROM steps GROUP BY run_id, rank
+    FROM analysis_step_spans GROUP BY run_id, rank
 ),
 annotation_values AS (
     SELECT run_id, rank, avg(dur_us) AS value_us, count(*) AS samples
@@ -63,7 +63,7 @@ GROUP BY run, rank, cat, name;
 CREATE OR REPLACE TEMP MACRO analysis_step_trend(run_name, rank_no, bucket_steps := 10) AS TABLE
 WITH numbered AS (
     SELECT r.name AS run, s.*, (s.step - min(s.step) OVER (PARTITION BY s.run_id)) // bucket_steps AS bucket
-    FROM steps AS s JOIN runs AS r USING (run_id)
+    FROM analysis_step_spans AS s JOIN runs AS r USING (run_id)
     WHERE (run_name IS NULL OR r.name = run_name) AND (rank_no IS NULL OR s.rank = rank_no)
 )
 SELECT run, bucket, min(step) AS first_step, max(step) AS last_step, count(*) AS step_count,
@@ -75,7 +75,7 @@ GROUP BY run, bucket;
 -- Every timed event of a run with its device side and step: a CPU event belongs to the
 -- step it starts in, a GPU op to the step its launch call starts in (as HTA's iterations).
 CREATE OR REPLACE TEMP MACRO analysis_events_by_step(run_name) AS TABLE
-WITH step_spans AS (SELECT * FROM steps WHERE NOT whole_trace),
+WITH step_spans AS (SELECT * FROM analysis_step_spans WHERE NOT whole_trace),
 cpu AS (
     SELECT e.run_id, e.rank, e.name, e.dur_us, 'cpu' AS device,
            CASE WHEN e.ts_us < s.end_us THEN s.step END AS step

@@ -4,6 +4,7 @@
 CREATE OR REPLACE TEMP MACRO is_blocking_sync_call(name) AS
     name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize', 'cudaMemcpy',
              'hipDeviceSynchronize', 'hipStreamSynchronize', 'hipEventSynchronize', 'hipMemcpy',
+             'hipMemcpyWithStream',
              'cuCtxSynchronize', 'cuStreamSynchronize', 'cuEventSynchronize');
 
 -- A copy into pageable host memory: the CPU waits for it even through cudaMemcpyAsync.
@@ -12,4 +13,5 @@ CREATE OR REPLACE TEMP MACRO is_blocking_copy(gpu_name) AS
 
 -- Calls that launch GPU work (matched to it through the correlation id).
 CREATE OR REPLACE TEMP MACRO is_runtime_category(cat) AS
-    cat IN ('cuda_runtime', 'cuda_driver', 'mtia_runtime', 'Runtime');
+    cat IN ('cuda_runtime', 'cuda_driver', 'mtia_runtime', 'privateuse1_runtime', 'privateuse1_driver',
+            'Runtime');
