@@ -17,8 +17,10 @@ STEPS = {"steps": {"step": "BIGINT", "dur_us": "DOUBLE"}}
 def warehouse(tmp_path, run_cli):
     builder = TraceBuilder(rank=0)
     main = builder.thread(100, "pt_main_thread")
+    start = 0
     for number, duration in enumerate([10, 20, 30, 40, 100], start=1):
-        builder.step(number, main, ts=number * 1000, dur=duration)
+        builder.step(number, main, ts=start, dur=duration)  # back to back: steps partition time
+        start += duration
     assert run_cli("ingest", "-q", str(builder.write(tmp_path / "t.json"))).code == 0
 
 
