@@ -25,6 +25,8 @@ class CrossRankSettings:
     gate_min_wait_us: float = 50.0
     # a blocked CPU thread resumes within this long of the collective's end
     resume_tolerance_us: float = 1000.0
+    # a matched pair is refused when a rank ended it more than this before another arrived
+    causality_tolerance_us: float = 1.0
 
 
 def per_rank_methods(methods: list[str]) -> list[str]:
@@ -42,16 +44,19 @@ def analyze_cross_rank(con: duckdb.DuckDBPyConnection, run_id: int | None, metho
     if METHOD not in methods:
         return ""
     params = {"run_id": run_id, "gate_min_wait_us": settings.gate_min_wait_us,
-              "resume_tolerance_us": settings.resume_tolerance_us}
+              "resume_tolerance_us": settings.resume_tolerance_us,
+              "causality_tolerance_us": settings.causality_tolerance_us}
     for stage in MATCH_STAGES + PATH_STAGES:
         _execute_stage(con, stage, params)
     return _summary(con)
 
 
-def match_collectives(con: duckdb.DuckDBPyConnection, run_id: int | None = None) -> None:
+def match_collectives(con: duckdb.DuckDBPyConnection, run_id: int | None = None,
+                      settings: CrossRankSettings = CrossRankSettings()) -> None:
     """Only the matching and clock offsets (no path): collective_instances and traces."""
+    params = {"run_id": run_id, "causality_tolerance_us": settings.causality_tolerance_us}
     for stage in MATCH_STAGES:
-        _execute_stage(con, stage, {"run_id": run_id})
+        _execute_stage(con, stage, params)
 
 
 def _execute_stage(con, name: str, params: dict) -> None:

@@ -56,19 +56,31 @@ FROM (SELECT t.run_id, t.rank, o.clock_offset_us
       WHERE t.run_id IN (SELECT run_id FROM cr_runs)) AS o
 WHERE traces.run_id = o.run_id AND traces.rank = o.rank;
 
--- Arrival = when a rank's side of the collective began executing, in aligned time.
+-- Arrival = when a rank's side of the collective began executing, in aligned time. A pair
+-- that passed the name and size checks is still no match when a rank finished it before
+-- another rank arrived (beyond $causality_tolerance_us): a collective cannot complete
+-- before its last participant joins, so those are different calls that happen to share a seq.
 CREATE OR REPLACE TEMP TABLE cr_aligned AS
 WITH aligned AS (
     SELECT m.*, m.start_us - coalesce(o.clock_offset_us, 0) AS aligned_start_us,
            m.end_us - coalesce(o.clock_offset_us, 0) AS aligned_end_us
     FROM cr_matched AS m
     LEFT JOIN cr_offsets AS o USING (run_id, rank)
+),
+causal AS (
+    SELECT * REPLACE (
+        CASE WHEN unmatched_reason IS NULL
+                  AND min(aligned_end_us) OVER g < max(aligned_start_us) OVER g - $causality_tolerance_us
+             THEN 'a rank finished it before another arrived: not the same collective'
+             ELSE unmatched_reason END AS unmatched_reason)
+    FROM aligned
+    WINDOW g AS (PARTITION BY run_id, pg, seq)
 )
 SELECT *,
     CASE WHEN unmatched_reason IS NULL THEN arg_max(rank, aligned_start_us) OVER g END AS last_rank,
     CASE WHEN unmatched_reason IS NULL THEN max(aligned_start_us) OVER g - min(aligned_start_us) OVER g END AS skew_us,
     CASE WHEN unmatched_reason IS NULL THEN max(aligned_start_us) OVER g - aligned_start_us END AS wait_us
-FROM aligned
+FROM causal
 WINDOW g AS (PARTITION BY run_id, pg, seq, unmatched_reason IS NULL);
 
 DELETE FROM collective_instances WHERE run_id IN (SELECT run_id FROM cr_runs);
