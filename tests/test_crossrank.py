@@ -32,10 +32,10 @@ def report(con, name: str, **params) -> list[dict]:
     return [dict(zip(names, row)) for row in result.fetchall()]
 
 
-def analysed_db(path: Path, runs: dict[str, list[Path]]):
+def analysed_db(path: Path, runs: dict[str, list[Path]], meta: dict[str, dict] | None = None):
     con = connect(path)
     for name, paths in runs.items():
-        ingest(con, paths, run_name=name, show_progress=False)
+        ingest(con, paths, run_name=name, meta=(meta or {}).get(name), show_progress=False)
     analyze(con, show_progress=False)
     return con
 
@@ -43,7 +43,8 @@ def analysed_db(path: Path, runs: dict[str, list[Path]]):
 @pytest.fixture(scope="module")
 def gloo_db(tmp_path_factory):
     con = analysed_db(tmp_path_factory.mktemp("gloo") / "gloo.duckdb",
-                      {"balanced": [GLOO / "balanced"], "straggler": [GLOO / "straggler"]})
+                      {"balanced": [GLOO / "balanced"], "straggler": [GLOO / "straggler"]},
+                      meta={"balanced": {"sleep_ms": "0"}, "straggler": {"sleep_ms": "15"}})
     yield con
     con.close()
 
@@ -186,6 +187,15 @@ def test_balanced_run_skew_is_far_below_the_straggler_sleep(gloo_db):
     balanced = [r["skew_us"] for r in report(gloo_db, "collective_skew", run="balanced")]
     straggler = [r["skew_us"] for r in report(gloo_db, "collective_skew", run="straggler")]
     assert statistics.median(balanced) < 5_000 < 15_000 < statistics.median(straggler)
+
+
+def test_skew_joins_with_experiment_attributes(gloo_db):
+    by_sleep = rows(gloo_db, "SELECT a.value AS sleep_ms, count(DISTINCT (i.pg, i.seq)) AS collectives, "
+                             "median(i.skew_us) AS median_skew_us FROM collective_instances AS i "
+                             "JOIN run_attributes AS a ON a.run_id = i.run_id AND a.key = 'sleep_ms' "
+                             "WHERE i.matched GROUP BY a.value ORDER BY a.value")
+    assert [(r["sleep_ms"], r["collectives"]) for r in by_sleep] == [("0", 8), ("15", 8)]
+    assert by_sleep[1]["median_skew_us"] > 15_000 > by_sleep[0]["median_skew_us"]
 
 
 def test_slow_rank_is_on_the_cross_rank_path_of_every_step(gloo_db):
