@@ -24,7 +24,7 @@ from .state import Result, ShellState
 # What a command's arguments complete to: a fixed tuple of words, or one of these sources.
 TABLES, REPORTS, PATHS, COMMANDS, ANALYZE_OPTIONS = "tables", "reports", "paths", "commands", "analyze"
 DIALECTS = ("duckdb", "postgres", "mysql", "sqlite", "bigquery", "snowflake", "spark", "trino", "tsql")
-ANALYZE_METHODS = ("all", "ctda", "per_thread")
+ANALYZE_METHODS = ("all", "ctda", "per_thread", "cross_rank")
 
 
 @dataclass(frozen=True)
@@ -201,10 +201,10 @@ def ingest(state, words):
     return Result([f"run {outcome.run_name}"], rows)
 
 
-@dot_command(".analyze", "[--run NAME] [--method all|ctda|per_thread]",
+@dot_command(".analyze", "[--run NAME] [--method all|ctda|per_thread|cross_rank]",
              "build dependency graphs and critical paths", complete=ANALYZE_OPTIONS)
 def analyze(state, words):
-    usage = ".analyze [--run NAME] [--method all|ctda|per_thread]"
+    usage = ".analyze [--run NAME] [--method all|ctda|per_thread|cross_rank]"
     positional, options = _options(words, ("--run", "--method"), usage)
     _expect(positional, 0, usage)
     method = options.get("--method", ["all"])[-1]

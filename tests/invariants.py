@@ -4,14 +4,18 @@ from __future__ import annotations
 
 # Each query returns the windows (or path rows) that break the invariant; empty = holds.
 CHECKS = {
+    # cross_rank paths follow their node's rank's ctda edges, and change rank only over a
+    # row whose edge_type is 'cross_rank' (the collective that gated it)
     "path is a chain of real edges": """
         SELECT c.run_id, c.rank, c.step, c.method, c.seq
         FROM critical_path c
         JOIN critical_path nxt ON nxt.run_id = c.run_id AND nxt.rank = c.rank AND nxt.step = c.step
              AND nxt.method = c.method AND nxt.seq = c.seq + 1
-        LEFT JOIN edges e ON e.run_id = c.run_id AND e.rank = c.rank AND e.step = c.step
-             AND e.method = c.method AND e.src = c.node_id AND e.dst = nxt.node_id
-        WHERE e.src IS NULL""",
+        LEFT JOIN edges e ON e.run_id = c.run_id AND e.rank = c.node_rank AND e.step = c.step
+             AND e.method = if(c.method = 'cross_rank', 'ctda', c.method)
+             AND e.src = c.node_id AND e.dst = nxt.node_id AND nxt.node_rank = c.node_rank
+        WHERE e.src IS NULL
+          AND NOT (c.method = 'cross_rank' AND c.edge_type = 'cross_rank' AND nxt.node_rank <> c.node_rank)""",
     "counted windows move back in time and never overlap": """
         SELECT run_id, rank, step, method, seq FROM (
             SELECT *, lead(counted_start_us) OVER (PARTITION BY run_id, rank, step, method ORDER BY seq) AS next_start

@@ -47,7 +47,7 @@ def test_report_names_then_their_parameters(completer):
 
 @pytest.mark.parametrize("text, expected", [
     (".mode c", ["csv"]), (".timer o", ["on", "off"]), (".dialect post", ["postgres"]),
-    (".schema ev", ["events"]), (".help .ti", [".timer"]), (".analyze --method ", ["all", "ctda", "per_thread"]),
+    (".schema ev", ["events"]), (".help .ti", [".timer"]), (".analyze --method ", ["all", "ctda", "per_thread", "cross_rank"]),
     (".analyze --run ", ["nightly_run"]),
 ])
 def test_dot_command_arguments(completer, text, expected):

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import duckdb
 
-from . import sqlfiles
+from . import crossrank, sqlfiles
 from .errors import CtdaError
 from .progress import progress_bar
 
-METHODS = ("ctda", "per_thread")
+METHODS = ("ctda", "per_thread", crossrank.METHOD)
 STAGES = (
     "10_cpu_events.sql", "20_cpu_nodes.sql", "30_gpu_nodes.sql", "40_edges.sql",
     "50_path.sql", "60_counted.sql", "70_persist.sql",
@@ -37,7 +37,7 @@ def resolve_methods(method: str) -> list[str]:
     if method == "all":
         return list(METHODS)
     if method not in METHODS:
-        raise CtdaError(f"unknown method {method!r}; choose ctda, per_thread or all")
+        raise CtdaError(f"unknown method {method!r}; choose ctda, per_thread, cross_rank or all")
     return [method]
 
 
@@ -75,8 +75,9 @@ def analyze(
     settings: AnalysisSettings = AnalysisSettings(),
 ) -> str:
     """Materialize nodes, edges and critical_path; returns a one-paragraph summary."""
+    methods = resolve_methods(method)
     params = {
-        "run_id": _run_id(con, run), "window_prefix": window_prefix, "methods": resolve_methods(method),
+        "run_id": _run_id(con, run), "window_prefix": window_prefix, "methods": crossrank.per_rank_methods(methods),
         "sync_tolerance_us": settings.sync_tolerance_us, "wait_gap_us": settings.wait_gap_us,
         "split_starved": settings.split_starved, "starve_gap_us": settings.starve_gap_us,
     }
@@ -87,7 +88,7 @@ def analyze(
             for stage in STAGES:
                 _execute_stage(con, stage, params)
                 advance()
-        summary = _summary(con)
+        summary = _summary(con) + crossrank.analyze_cross_rank(con, params["run_id"], methods)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

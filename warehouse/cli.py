@@ -203,7 +203,7 @@ def _add_analyze(sub) -> None:
                                    "every rank (of one run with --run). Re-running replaces earlier "
                                    "results for the same run and method.")
     p.add_argument("--run", help="run name (default: all runs)")
-    p.add_argument("--method", choices=("ctda", "per_thread", "all"), default="all",
+    p.add_argument("--method", choices=("ctda", "per_thread", "cross_rank", "all"), default="all",
                    help="ctda links the main and autograd threads; per_thread keeps them apart "
                         "(default: all)")
     p.add_argument("--window", metavar="PREFIX",

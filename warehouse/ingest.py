@@ -284,7 +284,9 @@ def _insert_trace_row(con, trace: ParsedTrace, run_id: int) -> None:
     trace_name = meta.pop("traceName", None)
     world_size = info.get("world_size") if isinstance(info, dict) else None
     con.execute(
-        "INSERT INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO traces (run_id, rank, source_path, file_sha256, file_bytes, world_size, event_count, "
+        "rank_source, time_resolution, ts_offset_us, schema_version, trace_name, distributed_info, "
+        "device_properties, metadata, ingested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             run_id, trace.rank, str(trace.path.resolve()), trace.sha256, trace.file_bytes,
             world_size, trace.event_count, trace.rank_source, trace.time_resolution,

@@ -39,12 +39,13 @@ SELECT c.run_id, c.rank, c.step, c.method, c.seq, c.node_id, c.counted_start_us,
        CASE WHEN c.seq = 1 THEN 'slack_before'
             WHEN lag(c.kind) OVER p = 'cpu' AND c.kind = 'gpu' AND lag(c.edge_to_next) OVER p = 'call'
                 THEN 'launch_delay'
-            ELSE 'between_nodes' END
+            ELSE 'between_nodes' END,
+       c.rank
 FROM cp_counted AS c
 LEFT JOIN work AS w USING (method, run_id, rank, step, node_id)
 WINDOW p AS (PARTITION BY c.method, c.run_id, c.rank, c.step ORDER BY c.seq);
 
 INSERT INTO path_events
-SELECT run_id, rank, step, method, node_id, event_id, name, cat, self_us, inclusive_us
+SELECT run_id, rank, step, method, node_id, event_id, name, cat, self_us, inclusive_us, rank
 FROM cp_event_time
 WHERE inclusive_us > 0;

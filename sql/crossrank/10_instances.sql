@@ -1,0 +1,174 @@
+-- Cross-rank stage 1: every collective call of every rank of the analysed runs, with where
+-- it executed, its process group, its order in the group (seq) and its message size.
+--
+-- A call is an outermost c10d::* or record_param_comms op on a CPU thread. It executes as
+-- the NCCL kernel(s) its launch calls started, else as the gloo:* annotation of a gloo worker
+-- thread (the k-th of that collective on the rank, in order), else as the call itself. NCCL
+-- kernels and gloo executions with no call in the trace are instances of their own.
+
+CREATE OR REPLACE TEMP TABLE cr_runs AS
+SELECT run_id FROM runs WHERE $run_id IS NULL OR run_id = $run_id;
+
+-- CPU-side collective events, outermost or not, on their OS thread.
+CREATE OR REPLACE TEMP TABLE cr_comm_events AS
+SELECT run_id, rank, event_id, name, pid, tid, ts_us, end_us, args,
+       name = 'record_param_comms' OR starts_with(name, 'c10d::') AS is_call,
+       ts_us >= coalesce(max(end_us) FILTER (WHERE name = 'record_param_comms' OR starts_with(name, 'c10d::')) OVER (
+           PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, end_us DESC, event_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), '-infinity'::DOUBLE) AS outside_calls
+FROM events
+WHERE run_id IN (SELECT run_id FROM cr_runs) AND ph = 'X' AND dur_us IS NOT NULL
+  AND NOT is_device_category(cat)
+  AND (name = 'record_param_comms' OR starts_with(name, 'c10d::')
+       OR starts_with(name, 'nccl:') OR starts_with(name, 'gloo:'));
+
+-- Calls with what their nested events say: collective name, size, dtype, group.
+CREATE OR REPLACE TEMP TABLE cr_calls AS
+WITH calls AS (
+    SELECT * FROM cr_comm_events WHERE is_call AND outside_calls
+),
+described AS (
+    SELECT c.run_id, c.rank, c.event_id, c.name AS call_name, c.pid, c.tid, c.ts_us, c.end_us,
+           m.ts_us AS meta_ts_us, m.event_id AS meta_event_id, m.args,
+           -- elements of the first input: one tensor, or the sum over a TensorList
+           coalesce(list_aggregate(TRY_CAST(m.args -> 'Input Dims' -> 0 AS BIGINT[]), 'product'),
+                    list_sum(list_transform(TRY_CAST(m.args -> 'Input Dims' -> 0 AS BIGINT[][]),
+                                            lambda d: list_aggregate(d, 'product'))))::BIGINT AS first_nelems,
+           CASE WHEN analysis_dtype_bytes(m.args -> 'Input type' ->> 0) IS NOT NULL
+                THEN m.args -> 'Input type' ->> 0 END AS first_dtype
+    FROM calls AS c
+    JOIN cr_comm_events AS m
+        ON m.run_id = c.run_id AND m.rank = c.rank AND m.pid = c.pid AND m.tid = c.tid
+       AND m.ts_us >= c.ts_us AND m.end_us <= c.end_us
+)
+SELECT run_id, rank, event_id, call_name, pid, tid, ts_us, end_us,
+       arg_min(args ->> 'Collective name', (meta_ts_us, meta_event_id)) FILTER (WHERE args ->> 'Collective name' IS NOT NULL)
+           AS meta_name,
+       arg_min(greatest(TRY_CAST(args ->> 'In msg nelems' AS BIGINT), TRY_CAST(args ->> 'Out msg nelems' AS BIGINT)),
+               (meta_ts_us, meta_event_id)) FILTER (WHERE args ->> 'In msg nelems' IS NOT NULL) AS meta_nelems,
+       arg_min(args ->> 'dtype', (meta_ts_us, meta_event_id)) FILTER (WHERE args ->> 'dtype' IS NOT NULL) AS meta_dtype,
+       arg_min(first_nelems, (meta_ts_us, meta_event_id)) FILTER (WHERE first_nelems > 0) AS dims_nelems,
+       arg_min(first_dtype, (meta_ts_us, meta_event_id)) FILTER (WHERE first_dtype IS NOT NULL) AS dims_dtype,
+       arg_min(coalesce(args ->> 'Process Group Name', args ->> 'Process Group ID'), (meta_ts_us, meta_event_id))
+           FILTER (WHERE coalesce(args ->> 'Process Group Name', args ->> 'Process Group ID') IS NOT NULL) AS meta_pg,
+       arg_min(TRY_CAST(TRY_CAST(args ->> 'Process Group Ranks' AS JSON) AS INTEGER[]), (meta_ts_us, meta_event_id))
+           FILTER (WHERE args ->> 'Process Group Ranks' IS NOT NULL) AS meta_ranks
+FROM described
+GROUP BY run_id, rank, event_id, call_name, pid, tid, ts_us, end_us;
+
+-- NCCL kernels, with the call that launched them when the launch is in the trace.
+CREATE OR REPLACE TEMP TABLE cr_kernels AS
+WITH kernels AS (
+    SELECT g.run_id, g.rank, g.event_id, g.name, g.ts_us, g.end_us, g.args,
+           l.pid AS launch_pid, l.tid AS launch_tid, l.ts_us AS launch_ts_us
+    FROM events AS g
+    LEFT JOIN events AS l
+        ON l.run_id = g.run_id AND l.rank = g.rank AND l.correlation = g.correlation
+       AND l.ph = 'X' AND is_runtime_category(l.cat)
+    WHERE g.run_id IN (SELECT run_id FROM cr_runs) AND g.ph = 'X' AND is_gpu_work(g.cat)
+      AND (starts_with(g.name, 'ncclKernel') OR starts_with(g.name, 'ncclDevKernel'))
+)
+SELECT k.*, c.event_id AS call_event_id
+FROM kernels AS k
+LEFT JOIN cr_calls AS c
+    ON c.run_id = k.run_id AND c.rank = k.rank AND c.pid = k.launch_pid AND c.tid = k.launch_tid
+   AND k.launch_ts_us BETWEEN c.ts_us AND c.end_us;
+
+-- gloo worker executions (gloo:* annotations outside any call), paired in order with the
+-- rank's calls of the same collective that launched no kernel.
+CREATE OR REPLACE TEMP TABLE cr_gloo AS
+WITH execs AS (
+    SELECT run_id, rank, event_id, name, ts_us, end_us, args,
+           collective_key(name) AS key,
+           row_number() OVER (PARTITION BY run_id, rank, collective_key(name) ORDER BY ts_us, event_id) AS nth
+    FROM cr_comm_events
+    WHERE starts_with(name, 'gloo:') AND outside_calls
+),
+calls AS (
+    SELECT run_id, rank, event_id, ts_us, collective_key(coalesce(meta_name, call_name)) AS key,
+           row_number() OVER (PARTITION BY run_id, rank, collective_key(coalesce(meta_name, call_name))
+                              ORDER BY ts_us, event_id) AS nth
+    FROM cr_calls AS c
+    WHERE NOT EXISTS (SELECT 1 FROM cr_kernels AS k
+                      WHERE k.run_id = c.run_id AND k.rank = c.rank AND k.call_event_id = c.event_id)
+)
+SELECT x.*, c.event_id AS call_event_id
+FROM execs AS x
+LEFT JOIN calls AS c
+    ON c.run_id = x.run_id AND c.rank = x.rank AND c.key = x.key AND c.nth = x.nth AND c.ts_us <= x.ts_us;
+
+-- One row per collective instance, in the rank's own clock.
+CREATE OR REPLACE TEMP TABLE cr_raw_instances AS
+WITH by_kernel AS (
+    SELECT run_id, rank, call_event_id, min(ts_us) AS start_us, max(end_us) AS end_us,
+           arg_min(event_id, ts_us) AS exec_event_id, arg_min(name, ts_us) AS kernel_name,
+           arg_min(args, ts_us) AS kernel_args
+    FROM cr_kernels WHERE call_event_id IS NOT NULL
+    GROUP BY ALL
+)
+SELECT c.run_id, c.rank, c.event_id AS cpu_event_id, c.ts_us AS enqueue_us,
+       coalesce(k.start_us, g.ts_us, c.ts_us) AS start_us,
+       coalesce(k.end_us, g.end_us, c.end_us) AS end_us,
+       CASE WHEN k.exec_event_id IS NOT NULL THEN 'nccl_kernel'
+            WHEN g.event_id IS NOT NULL THEN 'gloo_worker' ELSE 'cpu_call' END AS executed_on,
+       coalesce(k.exec_event_id, g.event_id, c.event_id) AS exec_event_id,
+       clean_collective_name(coalesce(c.meta_name, k.kernel_args ->> 'Collective name', c.call_name)) AS name,
+       coalesce(c.meta_nelems, c.dims_nelems, TRY_CAST(g.args -> 'Input Dims' -> 0 ->> 0 AS BIGINT)) AS nelems,
+       coalesce(c.meta_dtype, c.dims_dtype, g.args -> 'Input type' ->> 0) AS dtype,
+       coalesce(c.meta_pg, k.kernel_args ->> 'Process Group Name') AS pg_name,
+       c.meta_ranks AS pg_ranks
+FROM cr_calls AS c
+LEFT JOIN by_kernel AS k ON k.run_id = c.run_id AND k.rank = c.rank AND k.call_event_id = c.event_id
+LEFT JOIN cr_gloo AS g ON g.run_id = c.run_id AND g.rank = c.rank AND g.call_event_id = c.event_id
+UNION ALL
+SELECT run_id, rank, NULL, NULL, ts_us, end_us, 'nccl_kernel', event_id,
+       clean_collective_name(coalesce(args ->> 'Collective name', regexp_extract(name, '^nccl(?:Dev)?Kernel_([A-Za-z]+)', 1))),
+       greatest(TRY_CAST(args ->> 'In msg nelems' AS BIGINT), TRY_CAST(args ->> 'Out msg nelems' AS BIGINT)),
+       args ->> 'dtype', coalesce(args ->> 'Process Group Name', args ->> 'Process Group ID'),
+       TRY_CAST(TRY_CAST(args ->> 'Process Group Ranks' AS JSON) AS INTEGER[])
+FROM cr_kernels WHERE call_event_id IS NULL
+UNION ALL
+SELECT run_id, rank, NULL, NULL, ts_us, end_us, 'gloo_worker', event_id, clean_collective_name(name),
+       TRY_CAST(args -> 'Input Dims' -> 0 ->> 0 AS BIGINT), args -> 'Input type' ->> 0, NULL, NULL
+FROM cr_gloo WHERE call_event_id IS NULL;
+
+-- Process groups named in distributedInfo.pg_config (ranks as a list, or as its text).
+CREATE OR REPLACE TEMP TABLE cr_pg_config AS
+WITH entries AS (
+    SELECT run_id, rank, unnest(TRY_CAST(distributed_info -> 'pg_config' AS JSON[])) AS pg
+    FROM traces WHERE run_id IN (SELECT run_id FROM cr_runs)
+)
+SELECT run_id, rank, pg ->> 'pg_name' AS pg_name, pg ->> 'pg_desc' AS pg_desc,
+       coalesce(TRY_CAST(pg -> 'ranks' AS INTEGER[]), TRY_CAST(TRY_CAST(pg ->> 'ranks' AS JSON) AS INTEGER[])) AS ranks
+FROM entries;
+
+-- Group, order and step of every instance. A call that names no group belongs to the rank's
+-- default group (pg_config's default_pg), else to 'default' spanning the run's ranks.
+-- group_ranks keeps only the group's ranks that are in the run: those are the ones to match.
+CREATE OR REPLACE TEMP TABLE cr_instances AS
+WITH run_ranks AS (
+    SELECT run_id, list(rank ORDER BY rank) AS ranks
+    FROM traces WHERE run_id IN (SELECT run_id FROM cr_runs) GROUP BY run_id
+),
+default_pg AS (
+    SELECT run_id, rank, any_value(pg_name) AS pg_name FROM cr_pg_config WHERE pg_desc = 'default_pg' GROUP BY ALL
+),
+grouped AS (
+    SELECT i.*, coalesce(i.pg_name, d.pg_name, 'default') AS pg,
+           coalesce(i.pg_ranks, p.ranks, q.ranks, r.ranks) AS declared_ranks, r.ranks AS present_ranks
+    FROM cr_raw_instances AS i
+    JOIN run_ranks AS r USING (run_id)
+    LEFT JOIN default_pg AS d ON d.run_id = i.run_id AND d.rank = i.rank
+    LEFT JOIN cr_pg_config AS p ON p.run_id = i.run_id AND p.rank = i.rank AND p.pg_name = i.pg_name
+    LEFT JOIN cr_pg_config AS q ON q.run_id = i.run_id AND q.rank = i.rank AND q.pg_name = d.pg_name
+        AND i.pg_name IS NULL
+)
+SELECT g.run_id, g.rank, s.step, g.pg,
+       row_number() OVER (PARTITION BY g.run_id, g.pg, g.rank
+                          ORDER BY coalesce(g.enqueue_us, g.start_us), g.start_us, g.exec_event_id) AS seq,
+       g.name, g.nelems, g.dtype, g.nelems * analysis_dtype_bytes(g.dtype) AS bytes,
+       list_sort(list_filter(g.declared_ranks, lambda x: list_contains(g.present_ranks, x))) AS group_ranks,
+       g.enqueue_us, g.start_us, g.end_us, g.executed_on, g.cpu_event_id, g.exec_event_id
+FROM grouped AS g
+ASOF LEFT JOIN steps AS s
+    ON s.run_id = g.run_id AND s.rank = g.rank AND coalesce(g.enqueue_us, g.start_us) >= s.start_us;

@@ -1,0 +1,14 @@
+-- Collective names as the cross-rank analysis compares them.
+
+-- 'c10d::allreduce_', 'nccl:all_reduce', 'gloo:all_reduce', 'allreduce' -> readable name
+-- without the backend prefix and the underscores around it.
+CREATE OR REPLACE TEMP MACRO clean_collective_name(name) AS
+    trim(regexp_replace(lower(name), '^(c10d::|nccl:|gloo:)', ''), '_');
+
+-- The same collective spelled by different layers compares equal: all_reduce = allreduce.
+CREATE OR REPLACE TEMP MACRO collective_key(name) AS
+    replace(clean_collective_name(name), '_', '');
+
+-- Collectives whose message size legitimately differs across ranks (not checked).
+CREATE OR REPLACE TEMP MACRO collective_size_varies(name) AS
+    regexp_matches(collective_key(name), '(alltoall|send|recv|^gather|^scatter|barrier)');

@@ -1,0 +1,257 @@
+"""Across ranks: collective matching, clock offsets, arrival skew and the cross-rank path.
+
+Real 2-rank gloo runs (tests/data/gloo, recorded by scripts/record_gloo_runs.py), hand-made
+multi-rank jobs from the trace builder, and the shared two_ranks trace."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from warehouse.analyze import analyze
+from warehouse.connection import connect
+from warehouse.ingest import ingest
+from warehouse.reports import find_report, run_report
+from warehouse.tracebuilder import DEFAULT_BASE_TS, TraceBuilder
+
+GLOO = Path(__file__).parent / "data" / "gloo"
+LATE_US = 300.0
+
+
+def rows(con, sql: str, params=None) -> list[dict]:
+    result = con.execute(sql, params or [])
+    names = [d[0] for d in result.description]
+    return [dict(zip(names, row)) for row in result.fetchall()]
+
+
+def report(con, name: str, **params) -> list[dict]:
+    result = run_report(con, find_report(name), {k: str(v) for k, v in params.items()})
+    names = [d[0] for d in result.description]
+    return [dict(zip(names, row)) for row in result.fetchall()]
+
+
+def analysed_db(path: Path, runs: dict[str, list[Path]], meta: dict[str, dict] | None = None):
+    con = connect(path)
+    for name, paths in runs.items():
+        ingest(con, paths, run_name=name, meta=(meta or {}).get(name), show_progress=False)
+    analyze(con, show_progress=False)
+    return con
+
+
+@pytest.fixture(scope="module")
+def gloo_db(tmp_path_factory):
+    con = analysed_db(tmp_path_factory.mktemp("gloo") / "gloo.duckdb",
+                      {"balanced": [GLOO / "balanced"], "straggler": [GLOO / "straggler"]},
+                      meta={"balanced": {"sleep_ms": "0"}, "straggler": {"sleep_ms": "15"}})
+    yield con
+    con.close()
+
+
+# ---- hand-made jobs --------------------------------------------------------------------------
+
+def collective(b: TraceBuilder, main, worker, call_ts: float, exec_ts: float, exec_end: float,
+               ranks: list[int], nelems: int = 1024) -> None:
+    """A gloo all-reduce: the c10d call (with record_param_comms inside) on the main thread,
+    executed by a gloo worker thread from exec_ts to exec_end."""
+    b.cpu_op(main, "c10d::allreduce_", ts=call_ts, dur=5, **{"Input Dims": [[[nelems]]], "Input type": ["TensorList"]})
+    b.cpu_op(main, "record_param_comms", ts=call_ts + 1, dur=3, **{
+        "Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems, "dtype": "Float",
+        "Process Group Name": "0", "Process Group Ranks": str(ranks), "Group size": len(ranks)})
+    b.annotation(worker, "gloo:all_reduce", ts=exec_ts, dur=exec_end - exec_ts,
+                 **{"Input Dims": [[nelems]], "Input type": ["float"]})
+
+
+def job(folder: Path, world: int, steps: int, late: dict[int, int] | None = None,
+        offsets: dict[int, float] | None = None, extra_on_rank0: bool = False) -> Path:
+    """`world` ranks, `steps` steps of 1000 us: compute, an all-reduce, an update. In step s
+    the rank late[s] computes LATE_US longer, so everyone waits for it at the all-reduce.
+    offsets[r] shifts rank r's clock; ends get a few us of deterministic jitter. Rank 0's step
+    ends 5 us after the others', so the path starts there."""
+    late, offsets = late or {}, offsets or {}
+    folder.mkdir(parents=True, exist_ok=True)
+    ranks = list(range(world))
+    for rank in ranks:
+        b = TraceBuilder(rank=rank, world_size=world, base_ts=DEFAULT_BASE_TS + int(offsets.get(rank, 0)),
+                         pid=1000 + rank)
+        main, worker = b.thread(100 + rank, "pt_main_thread"), b.thread(500 + rank, "gloo worker")
+        for step in range(1, steps + 1):
+            t0 = (step - 1) * 1000.0
+            b.step(step, main, ts=t0, dur=990 + (5 if rank == 0 else 0))
+            compute = 100 + (LATE_US if late.get(step) == rank else 0)
+            b.cpu_op(main, "aten::mm", ts=t0 + 10, dur=compute)
+            arrival = t0 + 20 + compute
+            last_arrival = t0 + 20 + 100 + (LATE_US if step in late else 0)
+            end = last_arrival + 50 + ((rank * 7 + step * 3) % 7 - 3)
+            collective(b, main, worker, arrival, arrival + 2, end, ranks)
+            b.cpu_op(main, "aten::add_", ts=end + 5, dur=20)
+        if extra_on_rank0 and rank == 0:
+            t0 = steps * 1000.0
+            collective(b, main, worker, t0 - 8, t0 - 6, t0 - 2, ranks)
+        b.write(folder / f"rank-{rank}.json.gz")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def builder_db(tmp_path_factory):
+    root = tmp_path_factory.mktemp("jobs")
+    con = analysed_db(root / "jobs.duckdb", {
+        "late": [job(root / "late", world=4, steps=3, late={1: 1, 2: 2, 3: 3})],
+        "lonely": [job(root / "lonely", world=2, steps=2, extra_on_rank0=True)],
+        "clocks": [job(root / "clocks", world=3, steps=8, offsets={1: 50_000.0, 2: -50_000.0})],
+    })
+    yield con
+    con.close()
+
+
+def run_rows(con, run: str, sql_tail: str) -> list[dict]:
+    return rows(con, "SELECT * FROM collective_instances JOIN runs AS r USING (run_id) "
+                     f"WHERE r.name = ? {sql_tail}", [run])
+
+
+def test_late_rank_is_the_last_arrival_and_the_one_waited_on(builder_db):
+    skew = report(builder_db, "collective_skew", run="late")
+    assert [(r["step"], r["last_rank"]) for r in skew] == [(1, 1), (2, 2), (3, 3)]
+    for r in skew:
+        assert r["skew_us"] == pytest.approx(LATE_US)
+        assert r["wait_us_by_rank"][r["last_rank"]] == 0
+        assert all(wait == pytest.approx(LATE_US) for rank, wait in r["wait_us_by_rank"].items()
+                   if rank != r["last_rank"])
+    waiting = report(builder_db, "waiting_on", run="late")
+    assert [(r["step"], r["waiting_on_rank"]) for r in waiting] == [(1, 1), (2, 2), (3, 3)]
+    assert all(r["caused_wait_us"] == pytest.approx(3 * LATE_US) for r in waiting)
+
+
+def test_cross_rank_path_continues_on_the_late_rank(builder_db):
+    for step, late_rank in ((1, 1), (2, 2), (3, 3)):
+        hops = rows(builder_db, "SELECT hop, rank FROM cross_rank_segments JOIN runs USING (run_id) "
+                                "WHERE name = 'late' AND step = ? ORDER BY hop", [step])
+        assert [(h["hop"], h["rank"]) for h in hops] == [(1, 0), (2, late_rank)]
+        on_path = rows(builder_db, "SELECT e.node_rank, e.name, e.self_us FROM path_events AS e "
+                                   "JOIN runs USING (run_id) WHERE runs.name = 'late' AND e.method = 'cross_rank' "
+                                   "AND e.step = ? AND e.name = 'aten::mm'", [step])
+        # the late rank's long compute is on the path, not rank 0's
+        assert [(p["node_rank"], p["self_us"]) for p in on_path] == [(late_rank, pytest.approx(100 + LATE_US))]
+
+
+def test_collective_without_partner_is_flagged_and_kept(builder_db):
+    instances = run_rows(builder_db, "lonely", "ORDER BY seq, rank")
+    assert len(instances) == 5  # two matched all-reduces on two ranks, and rank 0's extra one
+    lonely = [i for i in instances if not i["matched"]]
+    assert [(i["rank"], i["seq"], i["unmatched_reason"]) for i in lonely] == [(0, 3, "no partner on rank 1")]
+    listed = report(builder_db, "unmatched_collectives", run="lonely")
+    assert [(r["rank"], r["seq"], r["reason"]) for r in listed] == [(0, 3, "no partner on rank 1")]
+
+
+def test_clock_offsets_of_plus_minus_50_ms_are_recovered_within_10_us(builder_db):
+    offsets = {r["rank"]: r["clock_offset_us"] for r in report(builder_db, "clock_offsets", run="clocks")}
+    assert offsets[0] == 0
+    assert offsets[1] == pytest.approx(50_000, abs=10)
+    assert offsets[2] == pytest.approx(-50_000, abs=10)
+    # with the offsets applied nobody is late: skew is the few us of jitter
+    assert max(r["skew_us"] for r in report(builder_db, "collective_skew", run="clocks")) < 10
+
+
+def test_cross_rank_is_refused_nowhere_and_listed_in_the_methods(builder_db):
+    methods = rows(builder_db, "SELECT DISTINCT method FROM critical_path ORDER BY method")
+    assert [m["method"] for m in methods] == ["cross_rank", "ctda", "per_thread"]
+    # per-rank rows carry their own rank as node_rank
+    assert rows(builder_db, "SELECT count(*) AS n FROM critical_path WHERE method <> 'cross_rank' "
+                            "AND node_rank IS DISTINCT FROM rank")[0]["n"] == 0
+
+
+# ---- real gloo runs --------------------------------------------------------------------------
+
+def test_every_collective_of_both_gloo_runs_is_matched(gloo_db):
+    counts = rows(gloo_db, "SELECT r.name, count(*) AS n, count(*) FILTER (WHERE matched) AS matched "
+                           "FROM collective_instances JOIN runs AS r USING (run_id) GROUP BY r.name ORDER BY r.name")
+    # two DDP buckets per step, four profiled steps, two ranks
+    assert [(c["name"], c["n"], c["matched"]) for c in counts] == [("balanced", 16, 16), ("straggler", 16, 16)]
+    assert report(gloo_db, "unmatched_collectives") == []
+
+
+def test_same_host_ranks_share_a_clock(gloo_db):
+    assert {r["clock_offset_us"] for r in report(gloo_db, "clock_offsets")} == {0}
+
+
+def test_straggler_rank_1_is_the_last_arrival(gloo_db):
+    skew = report(gloo_db, "collective_skew", run="straggler")
+    assert sum(r["last_rank"] == 1 for r in skew) >= 0.8 * len(skew)
+    # rank 0 waited at least the 15 ms rank 1 slept, at every collective it was not last
+    assert all(r["wait_us_by_rank"][0] >= 15_000 for r in skew if r["last_rank"] == 1)
+    assert {r["waiting_on_rank"] for r in report(gloo_db, "waiting_on", run="straggler")} == {1}
+
+
+def test_balanced_run_skew_is_far_below_the_straggler_sleep(gloo_db):
+    balanced = [r["skew_us"] for r in report(gloo_db, "collective_skew", run="balanced")]
+    straggler = [r["skew_us"] for r in report(gloo_db, "collective_skew", run="straggler")]
+    assert statistics.median(balanced) < 5_000 < 15_000 < statistics.median(straggler)
+
+
+def test_skew_joins_with_experiment_attributes(gloo_db):
+    by_sleep = rows(gloo_db, "SELECT a.value AS sleep_ms, count(DISTINCT (i.pg, i.seq)) AS collectives, "
+                             "median(i.skew_us) AS median_skew_us FROM collective_instances AS i "
+                             "JOIN run_attributes AS a ON a.run_id = i.run_id AND a.key = 'sleep_ms' "
+                             "WHERE i.matched GROUP BY a.value ORDER BY a.value")
+    assert [(r["sleep_ms"], r["collectives"]) for r in by_sleep] == [("0", 8), ("15", 8)]
+    assert by_sleep[1]["median_skew_us"] > 15_000 > by_sleep[0]["median_skew_us"]
+
+
+def test_slow_rank_is_on_the_cross_rank_path_of_every_step(gloo_db):
+    steps = [r["step"] for r in rows(gloo_db, "SELECT DISTINCT step FROM steps JOIN runs AS r USING (run_id) "
+                                              "WHERE r.name = 'straggler' ORDER BY step")]
+    assert len(steps) == 4
+    for step in steps:
+        slept = rows(gloo_db, "SELECT e.dur_us FROM events AS e JOIN runs USING (run_id) JOIN steps AS s "
+                              "USING (run_id, rank) WHERE runs.name = 'straggler' AND e.rank = 1 "
+                              "AND e.name = 'slow_rank' AND s.step = ? AND e.ts_us >= s.start_us "
+                              "AND e.ts_us < s.end_us", [step])[0]["dur_us"]
+        hot = report(gloo_db, "cross_rank_hotspots", run="straggler", step=step, top=100)
+        on_path = [r["path_us"] for r in hot if r["rank"] == 1 and r["name"] == "slow_rank"]
+        assert on_path and on_path[0] >= 0.5 * slept, (step, hot)
+
+
+def test_a_path_that_stays_on_one_rank_is_that_ranks_ctda_path(gloo_db):
+    single = rows(gloo_db, "SELECT run_id, step, any_value(rank) AS rank FROM cross_rank_segments "
+                           "GROUP BY run_id, step HAVING count(*) = 1")
+    assert single
+    for s in single:
+        def path(method):
+            return rows(gloo_db, "SELECT node_id, counted_start_us, counted_end_us, counted_us, gap_before_us "
+                                 "FROM critical_path WHERE run_id = ? AND step = ? AND rank = ? AND method = ? "
+                                 "ORDER BY seq", [s["run_id"], s["step"], s["rank"], method])
+        cross, ctda = path("cross_rank"), path("ctda")
+        assert [r["node_id"] for r in cross] == [r["node_id"] for r in ctda]
+        for ours, theirs in zip(cross, ctda):
+            assert ours == pytest.approx(theirs)
+
+
+def test_cpcr_has_one_cross_rank_row_per_step(gloo_db):
+    cross = [r for r in report(gloo_db, "cpcr", method="cross_rank")]
+    assert sorted((r["run"], r["step"]) for r in cross) == sorted(
+        (run, step) for run in ("balanced", "straggler") for step in (2, 3, 4, 5))
+    assert all(0 < r["cpcr"] <= 1 for r in cross)
+
+
+# ---- the shared two_ranks trace --------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def two_ranks_db(shared_traces, tmp_path_factory):
+    con = analysed_db(tmp_path_factory.mktemp("two") / "two.duckdb", {"two_ranks": [shared_traces / "two_ranks"]})
+    yield con
+    con.close()
+
+
+def test_two_ranks_collectives_are_all_kept_and_offsets_are_near_zero(two_ranks_db):
+    instances = rows(two_ranks_db, "SELECT rank, count(*) AS n, count(*) FILTER (WHERE executed_on = 'nccl_kernel') "
+                                   "AS on_gpu FROM collective_instances GROUP BY rank ORDER BY rank")
+    # every c10d call of each rank is an instance, each with the NCCL kernel it launched
+    assert [(i["rank"], i["n"], i["on_gpu"]) for i in instances] == [(0, 10, 10), (1, 10, 10)]
+    offsets = {r["rank"]: r["clock_offset_us"] for r in report(two_ranks_db, "clock_offsets")}
+    assert offsets[0] == 0 and abs(offsets[1]) < 50
+    # what is not matched is listed with its reason
+    unmatched = report(two_ranks_db, "unmatched_collectives")
+    assert unmatched and all(r["reason"] for r in unmatched)
+    matched = [r for r in report(two_ranks_db, "collective_skew")]
+    assert len(matched) + len({(r["pg"], r["seq"]) for r in unmatched}) == 10
