@@ -23,13 +23,14 @@ CHECKS = {
         WHERE counted_start_us > counted_end_us OR counted_end_us > next_start""",
     "counted windows stay inside their step's window": """
         SELECT c.run_id, c.rank, c.step, c.method, c.seq
-        FROM critical_path c JOIN analysis_windows w USING (run_id, rank, step)
+        FROM critical_path c JOIN analysis_windows w
+            ON w.run_id = c.run_id AND w.rank = c.node_rank AND w.step = c.step
         WHERE c.counted_us > 0
           AND (c.counted_start_us < w.start_us - 1e-6 OR c.counted_end_us > w.e2e_end_us + 1e-6)""",
     "no time is counted in two steps": """
-        SELECT run_id, rank, method, step, seq FROM (
+        SELECT run_id, node_rank, method, step, seq FROM (
             SELECT *, lead(counted_start_us) OVER (
-                PARTITION BY run_id, rank, method ORDER BY counted_start_us, counted_end_us) AS next_start
+                PARTITION BY run_id, node_rank, method ORDER BY counted_start_us, counted_end_us) AS next_start
             FROM critical_path WHERE counted_us > 0)
         WHERE counted_end_us > next_start + 1e-6""",
     "every remainder is >= 0": """
