@@ -12,9 +12,16 @@ def _run_shell(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from warehouse.cli import main as cli_main
+    from warehouse.signals import sigint_deferred
 
-    from .commands import help_text
+    try:
+        with sigint_deferred():  # Ctrl-C inside DuckDB's import would end in an ImportError
+            from warehouse.cli import main as cli_main
+
+            from .commands import help_text
+    except KeyboardInterrupt:
+        print("interrupted; the database is unchanged", file=sys.stderr)
+        return 130
 
     # `ctda-sql shell --help` lists the dot commands from the same registry as `.help`
     _run_shell.help_text = help_text()

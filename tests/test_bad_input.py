@@ -250,3 +250,34 @@ def test_failed_first_ingest_leaves_no_database_file(tmp_path, run_cli):
     result = run_cli("ingest", str(truncated), db=new_db)
     assert_clean_failure(result.code, result.out, result.err, "truncated.json")
     assert list(tmp_path.iterdir()) == [truncated]
+
+
+# ---- --meta keys ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("second_meta", [["--meta", "a=2"], ["--meta", "B=1", "--meta", "b=2"]],
+                         ids=["stored_key", "same_command"])
+def test_meta_key_differing_only_in_case_is_refused_and_later_ingests_work(
+        tmp_path, run_cli, db_path, second_meta):
+    first = good_trace(tmp_path / "first.json")
+    assert run_cli("ingest", str(first), "--run", "m2", "--meta", "A=1").code == 0
+    before = snapshot(db_path)
+    result = run_cli("ingest", str(good_trace(tmp_path / "second.json", shift=3)), "--run", "m3", *second_meta)
+    assert_clean_failure(result.code, result.out, result.err, "only in case")
+    assert snapshot(db_path) == before
+    third = run_cli("ingest", str(good_trace(tmp_path / "third.json", shift=5)), "--run", "m4", "--meta", "A=3")
+    assert third.code == 0, third.err
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        assert con.execute("SELECT run, A FROM run_meta ORDER BY run").fetchall() == [("m2", 1), ("m4", 3)]
+
+
+def test_a_step_failing_after_the_events_are_written_leaves_no_run(tmp_path, run_cli, db_path, populated, monkeypatch):
+    """Refreshing run_meta is the last step of ingest: it is inside the transaction too."""
+    import warehouse.ingest
+
+    def fail(con):
+        raise duckdb.InvalidInputException("refresh failed")
+
+    monkeypatch.setattr(warehouse.ingest, "refresh_run_meta", fail)
+    result = run_cli("ingest", str(good_trace(tmp_path / "new.json", shift=5)), "--run", "late")
+    assert_clean_failure(result.code, result.out, result.err, "refresh failed")
+    assert snapshot(db_path) == populated

@@ -15,6 +15,7 @@ from . import __version__
 from .connection import connect, resolve_db_path
 from .errors import CtdaError
 from .output import FORMATS, render
+from .transaction import forget_commits, interrupted_message, is_interruption, work_saved
 
 EPILOG = (
     "The database is --db FILE, else $CTDA_DB, else ./ctda.duckdb. "
@@ -47,7 +48,6 @@ def meta_value(text: str):
 # ---- commands ---------------------------------------------------------------------------
 
 def cmd_ingest(args) -> int:
-    from .experiments import refresh_run_meta
     from .ingest import ingest
 
     meta = {k: meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
@@ -57,7 +57,6 @@ def cmd_ingest(args) -> int:
         try:
             result = ingest(con, args.paths, run_name=args.run, meta=meta, replace=args.replace,
                             show_progress=not args.quiet)
-            refresh_run_meta(con)  # new --meta keys become run_meta columns
         finally:
             con.close()
     for line in result.loaded:
@@ -75,7 +74,7 @@ def _new_database_removed_on_failure(db_path: Path):
     try:
         yield
     except BaseException:
-        if not existed:
+        if not existed and not work_saved():  # a Ctrl-C just after COMMIT keeps the work
             for leftover in (db_path, db_path.with_name(db_path.name + ".wal")):
                 leftover.unlink(missing_ok=True)
         raise
@@ -270,10 +269,11 @@ def _add_shell(sub) -> None:
 
 def main(argv: list[str] | None = None, shell: Callable[[argparse.Namespace], int] | None = None) -> int:
     """Run one command; `shell` is the interactive shell, provided by the layer above."""
-    parser = build_parser(getattr(shell, "help_text", None))
-    args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None)
+    forget_commits()
     try:
+        parser = build_parser(getattr(shell, "help_text", None))
+        args = parser.parse_args(argv)
+        handler = getattr(args, "handler", None)
         if handler is None:
             if shell is None:
                 raise CtdaError("the interactive shell is not available in this entry point")
@@ -283,12 +283,14 @@ def main(argv: list[str] | None = None, shell: Callable[[argparse.Namespace], in
     except CtdaError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except (KeyboardInterrupt, duckdb.InterruptException, RuntimeError) as exc:
+        if not is_interruption(exc):  # RuntimeError: DuckDB's "Query interrupted" only
+            raise
+        print(interrupted_message(exc), file=sys.stderr)
+        return 130
     except duckdb.Error as exc:
         print(f"error: {first_line(exc)}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted; the database is unchanged", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         # output piped into `head` and the like: stop quietly
         sys.stderr.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,8 +22,10 @@ import duckdb
 
 from . import sqlfiles
 from .errors import BadTraceError, CtdaError
+from .experiments import check_meta_keys, refresh_run_meta
 from .progress import progress_bar
 from .traceio import ParsedTrace, is_trace_file, read_trace
+from .transaction import transaction
 
 # Above this many input bytes a single file also gets a progress bar.
 _LARGE_INPUT_BYTES = 20_000_000
@@ -78,12 +81,17 @@ def parse_files(files: list[Path], show_progress: bool = True) -> list[ParsedTra
             return [_parse_one(f, advance) for f in files]
         # each worker's DuckDB gets its share of the cores, not all of them
         threads = max(1, cores // workers)
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with ProcessPoolExecutor(max_workers=workers, initializer=_ignore_ctrl_c) as pool:
             parsed = []
             for trace in pool.map(read_trace, files, [threads] * len(files)):
                 parsed.append(trace)
                 advance()
             return parsed
+
+
+def _ignore_ctrl_c() -> None:
+    """Workers leave Ctrl-C to the main process, which rolls back and prints one line."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _json_bytes_estimate(files: list[Path]) -> int:
@@ -110,13 +118,10 @@ def ingest(
     parsed = parse_files(files, show_progress)
     _check_batch(parsed)
     name = run_name or default_run_name(paths)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
+        check_meta_keys(con, meta or {})
         result = _load_batch(con, parsed, name, meta or {}, replace, show_progress)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+        refresh_run_meta(con)  # new --meta keys become run_meta columns
     return result
 
 

@@ -149,6 +149,8 @@ def _type_events(path: Path, con, events_json: bytes) -> pa.Table:
         sql = sqlfiles.load("ingest/typed_events.sql")
         try:
             events = con.sql(sql, params={"events_file": str(events_file)}).to_arrow_table()
+        except duckdb.InterruptException:
+            raise  # Ctrl-C, not a bad file
         except duckdb.Error as exc:
             _decode_events(path, events_json)  # raises the precise message when it can
             raise BadTraceError(path, f"traceEvents could not be read ({exc})") from None
