@@ -12,7 +12,7 @@ import json
 import os
 import signal
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import ROUND_FLOOR, Decimal
@@ -24,7 +24,7 @@ from . import sqlfiles
 from .errors import BadTraceError, CtdaError
 from .experiments import check_meta_keys, refresh_run_meta
 from .progress import progress_bar
-from .traceio import ParsedTrace, is_trace_file, read_trace
+from .traceio import ParsedTrace, check_regular_file, is_trace_file, read_trace, remove_abandoned_parse_folders
 from .transaction import transaction
 
 # Above this many input bytes a single file also gets a progress bar.
@@ -53,6 +53,7 @@ def collect_files(paths: list[str | Path]) -> list[Path]:
                 raise CtdaError(f"{path}: folder has no trace files (*.json, *.json.gz)")
             files.extend(found)
         elif path.exists():
+            check_regular_file(path)
             files.append(path)
         else:
             raise BadTraceError(path, "no such file or folder")
@@ -72,6 +73,7 @@ def default_run_name(paths: list[str | Path]) -> str:
 
 def parse_files(files: list[Path], show_progress: bool = True) -> list[ParsedTrace]:
     """Parse every file, in parallel across cores when there are several."""
+    remove_abandoned_parse_folders()
     total_bytes = sum(f.stat().st_size for f in files)
     visible = show_progress and (len(files) > 1 or total_bytes > _LARGE_INPUT_BYTES)
     cores = os.cpu_count() or 1
@@ -253,7 +255,8 @@ def _insert_events(con, traces: list[ParsedTrace], run_id: int) -> None:
             con.execute(_batch_events_sql(traces, views), {"run_id": run_id, "origin_ts": origin})
     finally:
         for view in views:
-            con.unregister(view)
+            with suppress(duckdb.Error):  # refused in an aborted transaction; its cause goes on
+                con.unregister(view)
 
 
 @contextmanager
@@ -263,7 +266,8 @@ def _single_thread(con):
     try:
         yield
     finally:
-        con.execute(f"SET threads = {int(threads)}")
+        with suppress(duckdb.Error):  # refused in an aborted transaction; its cause goes on
+            con.execute(f"SET threads = {int(threads)}")
 
 
 def _batch_events_sql(traces: list[ParsedTrace], views: list[str]) -> str:
