@@ -101,7 +101,7 @@ def cmd_query(args) -> int:
     if args.explain_sql:
         print(sql)
         return 0
-    con = connect(resolve_db_path(args.db), read_only=True, for_sql=sql)
+    con = connect(resolve_db_path(args.db), read_only=True, for_sql=sql, safe=args.safe)
     return _print_result(con.execute(sql), args.format)
 
 
@@ -113,7 +113,7 @@ def cmd_report(args) -> int:
         return _print_report_list(all_reports(folders), args.format)
     report = find_report(args.name, folders)
     given = parse_key_values(args.param, "--param")
-    con = connect(resolve_db_path(args.db), read_only=True, for_sql=report.sql)
+    con = connect(resolve_db_path(args.db), read_only=True, for_sql=report.sql, safe=args.safe)
     return _print_result(run_report(con, report, given), args.format)
 
 
@@ -171,6 +171,12 @@ def build_parser(shell_help: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _safe_option(parser) -> None:
+    parser.add_argument("--safe", action="store_true",
+                        help="SQL may read or write no file but the warehouse (no COPY, EXPORT, "
+                             "read_csv, ATTACH ...): for warehouses shared with others")
+
+
 def _db_option(parser) -> None:
     # accepted after the command too: `ctda-sql query --db x.duckdb ...`
     parser.add_argument("--db", default=argparse.SUPPRESS, help="database file")
@@ -220,6 +226,7 @@ def _add_report(sub) -> None:
     p.add_argument("--reports", action="append", metavar="DIR",
                    help="folder of your own reports; they shadow bundled ones (repeatable)")
     _add_format(p)
+    _safe_option(p)
     _db_option(p)
     p.set_defaults(handler=cmd_report)
 
@@ -233,6 +240,7 @@ def _add_query(sub) -> None:
                    help="dialect the SQL is written in (postgres, mysql, ...); transpiled to DuckDB")
     p.add_argument("--explain-sql", action="store_true", help="print the DuckDB SQL instead of running it")
     _add_format(p)
+    _safe_option(p)
     _db_option(p)
     p.set_defaults(handler=cmd_query)
 
@@ -261,6 +269,7 @@ def _add_shell(sub) -> None:
     p = sub.add_parser("shell", help="the interactive SQL shell (the default)",
                        description="Interactive SQL shell with completion, dot commands and history.")
     p.add_argument("--read-only", action="store_true", help="open the database read-only")
+    _safe_option(p)
     _db_option(p)
     p.set_defaults(handler=None)
 
@@ -278,6 +287,7 @@ def main(argv: list[str] | None = None, shell: Callable[[argparse.Namespace], in
             if shell is None:
                 raise CtdaError("the interactive shell is not available in this entry point")
             args.read_only = getattr(args, "read_only", False)
+            args.safe = getattr(args, "safe", False)
             return shell(args)
         return handler(args)
     except CtdaError as exc:

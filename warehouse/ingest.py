@@ -148,9 +148,9 @@ def _load_batch(con, parsed, name, meta, replace, show_progress) -> IngestResult
         for trace in to_load:
             _derive_trace(con, trace, run_id, result)
             advance()
-    # every file skipped (already ingested elsewhere): do not leave an empty new run behind
-    con.execute("DELETE FROM runs WHERE run_id = ? AND run_id NOT IN (SELECT run_id FROM traces)",
-                [run_id])
+    # leave no empty run behind: a new one whose files were all skipped, or one whose last
+    # file --replace moved into this run
+    con.execute("DELETE FROM runs WHERE run_id NOT IN (SELECT run_id FROM traces)")
     return result
 
 
