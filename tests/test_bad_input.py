@@ -343,3 +343,11 @@ def test_a_failure_inside_the_insert_names_its_own_cause(tmp_path, run_cli, db_p
     assert_clean_failure(result.code, result.out, result.err, "the real cause")
     assert "aborted" not in result.err
     assert snapshot(db_path) == populated
+
+
+def test_two_files_claiming_one_rank_are_refused(tmp_path, run_cli, db_path, populated):
+    first = good_trace(tmp_path / "a.json", rank=3)
+    second = good_trace(tmp_path / "b.json", rank=3, shift=2)
+    result = run_cli("ingest", str(first), str(second), "--run", "twins")
+    assert_clean_failure(result.code, result.out, result.err, "a.json", "b.json", "both rank 3")
+    assert snapshot(db_path) == populated
