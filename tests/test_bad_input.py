@@ -351,3 +351,14 @@ def test_two_files_claiming_one_rank_are_refused(tmp_path, run_cli, db_path, pop
     result = run_cli("ingest", str(first), str(second), "--run", "twins")
     assert_clean_failure(result.code, result.out, result.err, "a.json", "b.json", "both rank 3")
     assert snapshot(db_path) == populated
+
+
+def test_a_database_already_holding_keys_differing_in_case_still_takes_ingests(tmp_path, run_cli, db_path):
+    """Made before such keys were refused: run_meta keeps the first one as its column."""
+    assert run_cli("ingest", str(good_trace(tmp_path / "one.json")), "--run", "m2", "--meta", "A=1").code == 0
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("""UPDATE runs SET meta = '{"A": 1, "a": 2}'""")
+    result = run_cli("ingest", str(good_trace(tmp_path / "two.json", shift=3)), "--run", "m3", "--meta", "A=3")
+    assert result.code == 0, result.err
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        assert con.execute("SELECT run, A FROM run_meta ORDER BY run").fetchall() == [("m2", 1), ("m3", 3)]

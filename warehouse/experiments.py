@@ -111,7 +111,15 @@ def _meta_column_types(con) -> dict[str, str]:
     merged = json.loads(con.execute(sqlfiles.load("views/meta_structure.sql")).fetchone()[0])
     if not isinstance(merged, dict):
         return {}  # every meta is {}: DuckDB answers "NULL"
-    return {key: _scalar_type(value) for key, value in merged.items()}
+    types: dict[str, str] = {}
+    taken: set[str] = set()
+    for key, value in merged.items():
+        # keys differing only in case (stored before check_meta_keys refused them) would be
+        # duplicate columns: the first one stored becomes the column
+        if key.lower() not in taken:
+            taken.add(key.lower())
+            types[key] = _scalar_type(value)
+    return types
 
 
 def _scalar_type(value) -> str:
