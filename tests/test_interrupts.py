@@ -191,3 +191,21 @@ def test_a_failure_that_is_not_ctrl_c_is_re_raised_after_rollback():
             con.execute("INSERT INTO t VALUES (1)")
             raise ValueError("bad")
     assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+
+
+def test_ctrl_c_that_duckdb_wrapped_in_an_error_of_its_own_is_an_interruption(tmp_path, run_cli, db_path, monkeypatch):
+    """DuckDB turns a Ctrl-C inside a Python callback (reading a registered Arrow table) into
+    'Invalid Input Error: ... failed: KeyboardInterrupt'; it still ends in the one line."""
+    import warehouse.traceio
+
+    def check_events_interrupted(*args):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # the real signal, through ctda-sql's handler
+        except KeyboardInterrupt:
+            raise duckdb.InvalidInputException("reading the schema of the object registered as "
+                                               "'events' failed: KeyboardInterrupt:") from None
+
+    monkeypatch.setattr(warehouse.traceio, "_check_events", check_events_interrupted)
+    result = run_cli("ingest", "-q", str(busy_trace(tmp_path / "t.json", steps=2, ops=4)))
+    assert (result.code, result.err.strip()) == (130, "interrupted; the database is unchanged")
+    assert not db_path.exists()

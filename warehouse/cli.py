@@ -15,6 +15,7 @@ from . import __version__
 from .connection import connect, resolve_db_path
 from .errors import CtdaError
 from .output import FORMATS, render
+from .signals import stop_watching_sigint, watch_sigint
 from .transaction import forget_commits, interrupted_message, is_interruption, work_saved
 
 EPILOG = (
@@ -279,6 +280,7 @@ def _add_shell(sub) -> None:
 def main(argv: list[str] | None = None, shell: Callable[[argparse.Namespace], int] | None = None) -> int:
     """Run one command; `shell` is the interactive shell, provided by the layer above."""
     forget_commits()
+    watch_sigint()
     try:
         parser = build_parser(getattr(shell, "help_text", None))
         args = parser.parse_args(argv)
@@ -288,18 +290,16 @@ def main(argv: list[str] | None = None, shell: Callable[[argparse.Namespace], in
                 raise CtdaError("the interactive shell is not available in this entry point")
             args.read_only = getattr(args, "read_only", False)
             args.safe = getattr(args, "safe", False)
+            stop_watching_sigint()  # the shell handles Ctrl-C itself
             return shell(args)
         return handler(args)
-    except CtdaError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except (KeyboardInterrupt, duckdb.InterruptException, RuntimeError) as exc:
-        if not is_interruption(exc):  # RuntimeError: DuckDB's "Query interrupted" only
-            raise
-        print(interrupted_message(exc), file=sys.stderr)
-        return 130
-    except duckdb.Error as exc:
-        print(f"error: {first_line(exc)}", file=sys.stderr)
+    except (KeyboardInterrupt, CtdaError, duckdb.Error, RuntimeError) as exc:
+        if is_interruption(exc):  # Ctrl-C, also when DuckDB or a file check wrapped it
+            print(interrupted_message(exc), file=sys.stderr)
+            return 130
+        if isinstance(exc, RuntimeError):
+            raise  # a bug, not the user's input: keep the traceback
+        print(f"error: {exc if isinstance(exc, CtdaError) else first_line(exc)}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         # output piped into `head` and the like: stop quietly

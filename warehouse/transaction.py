@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import duckdb
 
-from .signals import sigint_deferred
+from .signals import sigint_deferred, sigint_seen
 
 _QUERY_INTERRUPTED = "Query interrupted"
 # whether a transaction of this command committed: a Ctrl-C after the block says so too
@@ -47,8 +47,9 @@ def interrupted_message(exc: BaseException) -> str:
 
 
 def is_interruption(exc: BaseException) -> bool:
-    """Ctrl-C, however it surfaced: in Python, or inside a DuckDB query."""
-    if isinstance(exc, (KeyboardInterrupt, duckdb.InterruptException)):
+    """Ctrl-C, however it surfaced: in Python, inside a DuckDB query, or as any error raised
+    after one was seen (DuckDB wraps it, e.g. 'reading the schema ... failed: KeyboardInterrupt')."""
+    if sigint_seen() or isinstance(exc, (KeyboardInterrupt, duckdb.InterruptException)):
         return True
     return isinstance(exc, RuntimeError) and str(exc).strip() == _QUERY_INTERRUPTED
 
