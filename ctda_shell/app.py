@@ -35,7 +35,7 @@ WELCOME = "ctda-sql shell on {db}{mode}. End SQL with ';'. .help for commands, C
 
 def run_shell(args) -> int:
     """Open the database named by args.db (read-only with args.read_only) and run the loop."""
-    state = open_state(args.db, args.read_only)
+    state = open_state(args.db, args.read_only, safe=getattr(args, "safe", False))
     print(WELCOME.format(db=state.db_path, mode=" (read-only)" if state.read_only else ""))
     try:
         return loop(state, build_session(state))
@@ -44,9 +44,9 @@ def run_shell(args) -> int:
         state.con.close()
 
 
-def open_state(db: str | None, read_only: bool = False) -> ShellState:
+def open_state(db: str | None, read_only: bool = False, safe: bool = False) -> ShellState:
     path = resolve_db_path(db)
-    con = connect(path, read_only=read_only)
+    con = connect(path, read_only=read_only, safe=safe)
     if not read_only:
         from warehouse.experiments import refresh_run_meta
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 
@@ -12,13 +13,35 @@ def _run_shell(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from warehouse.cli import main as cli_main
+    from warehouse.signals import sigint_deferred
 
-    from .commands import help_text
+    try:
+        with sigint_deferred():  # Ctrl-C inside DuckDB's import would end in an ImportError
+            from warehouse.cli import main as cli_main
+            from warehouse.transaction import interrupted_message
+
+            from .commands import help_text
+    except KeyboardInterrupt:
+        print("interrupted; the database is unchanged", file=sys.stderr)
+        return 130
 
     # `ctda-sql shell --help` lists the dot commands from the same registry as `.help`
     _run_shell.help_text = help_text()
-    return cli_main(argv, shell=_run_shell)
+    try:
+        code = cli_main(argv, shell=_run_shell)
+        _ignore_ctrl_c_from_now_on(argv)
+    except KeyboardInterrupt as exc:  # in the instant between the command's end and the above
+        _ignore_ctrl_c_from_now_on(argv)
+        print(interrupted_message(exc), file=sys.stderr)
+        return 130
+    return code
+
+
+def _ignore_ctrl_c_from_now_on(argv) -> None:
+    """Run as the program (no argv) with the command done: a Ctrl-C while Python shuts down
+    (releasing DuckDB) would end it silently with status -2 after a complete run."""
+    if argv is None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

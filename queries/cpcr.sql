@@ -6,6 +6,8 @@
 -- param: method VARCHAR = NULL     ctda or per_thread; both when NULL
 -- param: top INTEGER = 1000        rows to keep
 -- counted + cpu_gap + gpu_idle + launch_delay + between_nodes + slack_before + slack_after = step
+-- A window the engine found no path in (nothing on it to place) is still listed, with CPCR 0,
+-- the whole step as slack_before_us and the reason in `note`.
 WITH path AS (
     SELECT run_id, rank, step, method,
            sum(counted_us) AS path_us,
@@ -18,16 +20,40 @@ WITH path AS (
            count(*) AS path_nodes
     FROM critical_path
     GROUP BY run_id, rank, step, method
+),
+-- the methods analyzed per run (both when no window of the run has a path)
+run_methods AS (
+    SELECT DISTINCT run_id, method FROM critical_path
+    UNION
+    SELECT w.run_id, m.method
+    FROM (SELECT DISTINCT run_id FROM analysis_windows
+          WHERE run_id NOT IN (SELECT run_id FROM critical_path)) AS w,
+         (VALUES ('ctda'), ('per_thread')) AS m(method)
+),
+window_paths AS (
+    SELECT w.run_id, w.rank, w.step, m.method, w.window_us, w.e2e_end_us,
+           coalesce(p.path_us, 0) AS path_us,
+           coalesce(p.cpu_gap_us, 0) AS cpu_gap_us, coalesce(p.gpu_idle_us, 0) AS gpu_idle_us,
+           coalesce(p.launch_delay_us, 0) AS launch_delay_us,
+           coalesce(p.between_nodes_us, 0) AS between_nodes_us,
+           coalesce(p.slack_before_us, w.window_us) AS slack_before_us,
+           coalesce(w.e2e_end_us - p.last_counted_end_us, 0) AS slack_after_us,
+           coalesce(p.path_nodes, 0) AS path_nodes,
+           CASE WHEN p.run_id IS NULL
+                THEN 'no critical path: the window holds no CPU or GPU work to place on one' END AS note
+    FROM analysis_windows AS w
+    JOIN run_methods AS m USING (run_id)
+    LEFT JOIN path AS p USING (run_id, rank, step, method)
 )
 SELECT r.name AS run, p.rank, p.step, p.method,
-       w.window_us AS step_us,
+       p.window_us AS step_us,
        p.path_us,
-       p.path_us / w.window_us AS cpcr,
+       CASE WHEN p.window_us > 0 THEN p.path_us / p.window_us ELSE 0 END AS cpcr,
        p.cpu_gap_us, p.gpu_idle_us, p.launch_delay_us, p.between_nodes_us, p.slack_before_us,
-       w.e2e_end_us - p.last_counted_end_us AS slack_after_us,
-       p.path_nodes
-FROM path AS p
-JOIN analysis_windows AS w USING (run_id, rank, step)
+       p.slack_after_us,
+       p.path_nodes,
+       p.note
+FROM window_paths AS p
 JOIN runs AS r USING (run_id)
 WHERE ($run IS NULL OR r.name = $run) AND ($rank IS NULL OR p.rank = $rank)
   AND ($step IS NULL OR p.step = $step) AND ($method IS NULL OR p.method = $method)

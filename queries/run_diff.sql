@@ -8,6 +8,9 @@
 -- param: device VARCHAR = all                 all, cpu or gpu
 SELECT name, count_a, count_b, total_us_a, total_us_b, diff_count, diff_us, change
 FROM analysis_run_diff(
-    CASE WHEN $run_a IS NULL OR $run_b IS NULL THEN error('run_diff needs run_a and run_b') ELSE $run_a END,
+    CASE WHEN $run_a IS NULL OR $run_b IS NULL THEN error('run_diff needs run_a and run_b')
+         WHEN $run_a NOT IN (SELECT name FROM runs) THEN error('run_diff: no run named ' || $run_a)
+         WHEN $run_b NOT IN (SELECT name FROM runs) THEN error('run_diff: no run named ' || $run_b)
+         ELSE $run_a END,
     $run_b, rank_no := $rank, step_a := $step_a, step_b := $step_b, device := $device)
 ORDER BY abs(diff_us) DESC, name;

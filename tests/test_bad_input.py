@@ -4,6 +4,7 @@ and a database exactly as it was before (checked on an already-populated databas
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 import subprocess
 import sys
@@ -100,6 +101,28 @@ BAD_FILES = [
     ("nan_dur", "nan.json",
      _events_text('{"ph": "X", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1700000000000001, "dur": NaN}'),
      "NaN"),
+    ("null_name", "nullname.json",
+     _events_text(_OK_EVENT, '{"ph": "X", "name": null, "pid": 1, "tid": 1, "ts": 1700000000000001, "dur": 1}'),
+     "event 1 has a null 'name'"),
+    ("null_ts", "nullts.json",
+     _events_text('{"ph": "X", "name": "aten::add", "pid": 1, "tid": 1, "ts": null, "dur": 1}'),
+     "event 0 has a null 'ts'"),
+    # a DECIMAL(38, 6) holds 1e30, and scaling it overflowed inside the transaction
+    ("ts_1e30", "ts30.json", _events_text(_OK_EVENT, _OK_EVENT.replace("1700000000000000", "1e30")),
+     "event 1 has a ts out of range"),
+    ("ts_1e40", "ts40.json", _events_text(_OK_EVENT, _OK_EVENT.replace("1700000000000000", "1e40")),
+     "event 1 has a ts out of range (1e40)"),
+    ("ts_1e300", "ts300.json", _events_text(_OK_EVENT.replace("1700000000000000", "-1e300")),
+     "event 0 has a ts out of range"),
+    ("ts_300_digits", "digits.json", _events_text(_OK_EVENT.replace("1700000000000000", "9" * 300)),
+     "(300 characters)"),
+    ("huge_step_number", "hugestep.json",
+     _events_text(_OK_EVENT.replace('"cpu_op", "name": "aten::mm"',
+                                    '"user_annotation", "name": "ProfilerStep#99999999999999999999999"')),
+     "step number is too large"),
+    ("deeply_nested_args", "nested.json",
+     _events_text(_OK_EVENT[:-1] + ', "args": ' + '{"a": ' * 5000 + "1" + "}" * 5000 + "}"),
+     "nested too deeply"),
 ]
 
 BAD_CONTENT = {case[0]: case[2] for case in BAD_FILES}
@@ -250,3 +273,92 @@ def test_failed_first_ingest_leaves_no_database_file(tmp_path, run_cli):
     result = run_cli("ingest", str(truncated), db=new_db)
     assert_clean_failure(result.code, result.out, result.err, "truncated.json")
     assert list(tmp_path.iterdir()) == [truncated]
+
+
+# ---- --meta keys ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("second_meta", [["--meta", "a=2"], ["--meta", "B=1", "--meta", "b=2"]],
+                         ids=["stored_key", "same_command"])
+def test_meta_key_differing_only_in_case_is_refused_and_later_ingests_work(
+        tmp_path, run_cli, db_path, second_meta):
+    first = good_trace(tmp_path / "first.json")
+    assert run_cli("ingest", str(first), "--run", "m2", "--meta", "A=1").code == 0
+    before = snapshot(db_path)
+    result = run_cli("ingest", str(good_trace(tmp_path / "second.json", shift=3)), "--run", "m3", *second_meta)
+    assert_clean_failure(result.code, result.out, result.err, "only in case")
+    assert snapshot(db_path) == before
+    third = run_cli("ingest", str(good_trace(tmp_path / "third.json", shift=5)), "--run", "m4", "--meta", "A=3")
+    assert third.code == 0, third.err
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        assert con.execute("SELECT run, A FROM run_meta ORDER BY run").fetchall() == [("m2", 1), ("m4", 3)]
+
+
+def test_a_step_failing_after_the_events_are_written_leaves_no_run(tmp_path, run_cli, db_path, populated, monkeypatch):
+    """Refreshing run_meta is the last step of ingest: it is inside the transaction too."""
+    import warehouse.ingest
+
+    def fail(con):
+        raise duckdb.InvalidInputException("refresh failed")
+
+    monkeypatch.setattr(warehouse.ingest, "refresh_run_meta", fail)
+    result = run_cli("ingest", str(good_trace(tmp_path / "new.json", shift=5)), "--run", "late")
+    assert_clean_failure(result.code, result.out, result.err, "refresh failed")
+    assert snapshot(db_path) == populated
+
+
+# ---- files that are not plain readable files ---------------------------------------------
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_fifo_is_refused_up_front(tmp_path, db_path, populated):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    done = run_script(db_path, "ingest", str(fifo))  # used to block forever holding the lock
+    assert_clean_failure(done.returncode, done.stdout, done.stderr, "pipe.json", "not a regular file")
+    assert snapshot(db_path) == populated
+
+
+def test_unreadable_file_is_one_line(tmp_path, run_cli, db_path, populated, monkeypatch):
+    locked = good_trace(tmp_path / "locked.json")
+    original = Path.read_bytes
+
+    def read_bytes(path):
+        if path == locked:  # chmod 000 does not stop root, so the refusal is simulated
+            raise PermissionError(13, "Permission denied", str(path))
+        return original(path)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    result = run_cli("ingest", str(locked))
+    assert_clean_failure(result.code, result.out, result.err, "locked.json", "Permission denied")
+    assert snapshot(db_path) == populated
+
+
+def test_a_failure_inside_the_insert_names_its_own_cause(tmp_path, run_cli, db_path, populated, monkeypatch):
+    """Cleanup after a failed statement used to fail too ("Current transaction is aborted")
+    and hid the statement's own error."""
+    import warehouse.ingest
+
+    monkeypatch.setattr(warehouse.ingest, "_batch_events_sql",
+                        lambda traces, views: "SELECT error('the real cause' || $run_id || $origin_ts)")
+    result = run_cli("ingest", str(good_trace(tmp_path / "new.json", shift=5)))
+    assert_clean_failure(result.code, result.out, result.err, "the real cause")
+    assert "aborted" not in result.err
+    assert snapshot(db_path) == populated
+
+
+def test_two_files_claiming_one_rank_are_refused(tmp_path, run_cli, db_path, populated):
+    first = good_trace(tmp_path / "a.json", rank=3)
+    second = good_trace(tmp_path / "b.json", rank=3, shift=2)
+    result = run_cli("ingest", str(first), str(second), "--run", "twins")
+    assert_clean_failure(result.code, result.out, result.err, "a.json", "b.json", "both rank 3")
+    assert snapshot(db_path) == populated
+
+
+def test_a_database_already_holding_keys_differing_in_case_still_takes_ingests(tmp_path, run_cli, db_path):
+    """Made before such keys were refused: run_meta keeps the first one as its column."""
+    assert run_cli("ingest", str(good_trace(tmp_path / "one.json")), "--run", "m2", "--meta", "A=1").code == 0
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("""UPDATE runs SET meta = '{"A": 1, "a": 2}'""")
+    result = run_cli("ingest", str(good_trace(tmp_path / "two.json", shift=3)), "--run", "m3", "--meta", "A=3")
+    assert result.code == 0, result.err
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        assert con.execute("SELECT run, A FROM run_meta ORDER BY run").fetchall() == [("m2", 1), ("m3", 3)]

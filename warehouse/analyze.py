@@ -11,6 +11,7 @@ import duckdb
 from . import crossrank, sqlfiles
 from .errors import CtdaError
 from .progress import progress_bar
+from .transaction import transaction
 
 METHODS = ("ctda", "per_thread", crossrank.METHOD)
 STAGES = (
@@ -55,6 +56,8 @@ def _execute_stage(con, name: str, params: dict) -> None:
     for statement, names in sqlfiles.parameterized_statements(sqlfiles.load(f"analysis/{name}")):
         try:
             con.execute(statement, {key: params[key] for key in names}) if names else con.execute(statement)
+        except duckdb.InterruptException:
+            raise  # Ctrl-C, not a failing stage
         except duckdb.Error as exc:
             first = str(exc).strip().splitlines()[0]
             raise CtdaError(f"analysis stage {name} failed: {first} [{_label(statement)}]") from exc
@@ -81,18 +84,13 @@ def analyze(
         "sync_tolerance_us": settings.sync_tolerance_us, "wait_gap_us": settings.wait_gap_us,
         "split_starved": settings.split_starved, "starve_gap_us": settings.starve_gap_us,
     }
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         _execute_stage(con, "seed_phase_rules.sql", {})
         with progress_bar("analyzing", len(STAGES), show_progress) as advance:
             for stage in STAGES:
                 _execute_stage(con, stage, params)
                 advance()
         summary = _summary(con) + crossrank.analyze_cross_rank(con, params["run_id"], methods)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     return summary
 
 

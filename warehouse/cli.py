@@ -16,6 +16,8 @@ from . import __version__
 from .connection import connect, resolve_db_path
 from .errors import CtdaError
 from .output import FORMATS, render
+from .signals import stop_watching_sigint, watch_sigint
+from .transaction import forget_commits, interrupted_message, is_interruption, work_saved
 
 EPILOG = (
     "The database is --db FILE, else $CTDA_DB, else ./ctda.duckdb. "
@@ -48,7 +50,6 @@ def meta_value(text: str):
 # ---- commands ---------------------------------------------------------------------------
 
 def cmd_ingest(args) -> int:
-    from .experiments import refresh_run_meta
     from .ingest import ingest
 
     meta = {k: meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
@@ -58,7 +59,6 @@ def cmd_ingest(args) -> int:
         try:
             result = ingest(con, args.paths, run_name=args.run, meta=meta, replace=args.replace,
                             show_progress=not args.quiet)
-            refresh_run_meta(con)  # new --meta keys become run_meta columns
         finally:
             con.close()
     for line in result.loaded:
@@ -76,7 +76,7 @@ def _new_database_removed_on_failure(db_path: Path):
     try:
         yield
     except BaseException:
-        if not existed:
+        if not existed and not work_saved():  # a Ctrl-C just after COMMIT keeps the work
             for leftover in (db_path, db_path.with_name(db_path.name + ".wal")):
                 leftover.unlink(missing_ok=True)
         raise
@@ -107,7 +107,7 @@ def cmd_query(args) -> int:
     if args.explain_sql:
         print(sql)
         return 0
-    con = connect(resolve_db_path(args.db), read_only=True, for_sql=sql)
+    con = connect(resolve_db_path(args.db), read_only=True, for_sql=sql, safe=args.safe)
     return _print_result(con.execute(sql), args.format)
 
 
@@ -119,7 +119,7 @@ def cmd_report(args) -> int:
         return _print_report_list(all_reports(folders), args.format)
     report = find_report(args.name, folders)
     given = parse_key_values(args.param, "--param")
-    con = connect(resolve_db_path(args.db), read_only=True, for_sql=report.sql)
+    con = connect(resolve_db_path(args.db), read_only=True, for_sql=report.sql, safe=args.safe)
     return _print_result(run_report(con, report, given), args.format)
 
 
@@ -177,6 +177,12 @@ def build_parser(shell_help: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _safe_option(parser) -> None:
+    parser.add_argument("--safe", action="store_true",
+                        help="SQL may read or write no file but the warehouse (no COPY, EXPORT, "
+                             "read_csv, ATTACH ...): for warehouses shared with others")
+
+
 def _db_option(parser) -> None:
     # accepted after the command too: `ctda-sql query --db x.duckdb ...`
     parser.add_argument("--db", default=argparse.SUPPRESS, help="database file")
@@ -231,6 +237,7 @@ def _add_report(sub) -> None:
     p.add_argument("--reports", action="append", metavar="DIR",
                    help="folder of your own reports; they shadow bundled ones (repeatable)")
     _add_format(p)
+    _safe_option(p)
     _db_option(p)
     p.set_defaults(handler=cmd_report)
 
@@ -244,6 +251,7 @@ def _add_query(sub) -> None:
                    help="dialect the SQL is written in (postgres, mysql, ...); transpiled to DuckDB")
     p.add_argument("--explain-sql", action="store_true", help="print the DuckDB SQL instead of running it")
     _add_format(p)
+    _safe_option(p)
     _db_option(p)
     p.set_defaults(handler=cmd_query)
 
@@ -272,6 +280,7 @@ def _add_shell(sub) -> None:
     p = sub.add_parser("shell", help="the interactive SQL shell (the default)",
                        description="Interactive SQL shell with completion, dot commands and history.")
     p.add_argument("--read-only", action="store_true", help="open the database read-only")
+    _safe_option(p)
     _db_option(p)
     p.set_defaults(handler=None)
 
@@ -280,25 +289,28 @@ def _add_shell(sub) -> None:
 
 def main(argv: list[str] | None = None, shell: Callable[[argparse.Namespace], int] | None = None) -> int:
     """Run one command; `shell` is the interactive shell, provided by the layer above."""
-    parser = build_parser(getattr(shell, "help_text", None))
-    args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None)
+    forget_commits()
+    watch_sigint()
     try:
+        parser = build_parser(getattr(shell, "help_text", None))
+        args = parser.parse_args(argv)
+        handler = getattr(args, "handler", None)
         if handler is None:
             if shell is None:
                 raise CtdaError("the interactive shell is not available in this entry point")
             args.read_only = getattr(args, "read_only", False)
+            args.safe = getattr(args, "safe", False)
+            stop_watching_sigint()  # the shell handles Ctrl-C itself
             return shell(args)
         return handler(args)
-    except CtdaError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (KeyboardInterrupt, CtdaError, duckdb.Error, RuntimeError) as exc:
+        if is_interruption(exc):  # Ctrl-C, also when DuckDB or a file check wrapped it
+            print(interrupted_message(exc), file=sys.stderr)
+            return 130
+        if isinstance(exc, RuntimeError):
+            raise  # a bug, not the user's input: keep the traceback
+        print(f"error: {exc if isinstance(exc, CtdaError) else first_line(exc)}", file=sys.stderr)
         return 1
-    except duckdb.Error as exc:
-        print(f"error: {first_line(exc)}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted; the database is unchanged", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         # output piped into `head` and the like: stop quietly
         sys.stderr.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -23,11 +24,13 @@ def resolve_db_path(cli_value: str | None = None) -> Path:
     return Path(cli_value or os.environ.get("CTDA_DB") or DEFAULT_DB)
 
 
-def connect(path: Path | str, read_only: bool = False, for_sql: str | None = None) -> duckdb.DuckDBPyConnection:
+def connect(path: Path | str, read_only: bool = False, for_sql: str | None = None,
+            safe: bool = False) -> duckdb.DuckDBPyConnection:
     """Open (creating when writable) the database at `path` with schema, macros and UDFs.
 
     for_sql: the SQL a one-shot command will run; only the UDFs it names are registered
-    (udfs.register_named_in). None registers them all, for sessions that run any SQL."""
+    (udfs.register_named_in). None registers them all, for sessions that run any SQL.
+    safe: SQL can reach no file but the warehouse itself (see lock_out_files)."""
     path = Path(path)
     if read_only and str(path) != ":memory:" and not path.exists():
         raise CtdaError(f"no database at {path}; run `ctda-sql ingest` first")
@@ -39,12 +42,46 @@ def connect(path: Path | str, read_only: bool = False, for_sql: str | None = Non
     con.execute("SET enable_progress_bar = false")
     _limit_memory(con)
     if not read_only:
-        sqlfiles.execute(con, "schema.sql")
-        _refuse_old_layout(con, path)
-        _run_folder(con, "schema")
+        _create_schema(con, path)
     _run_folder(con, "macros")
     _register_udfs(con, for_sql)
+    if safe:
+        lock_out_files(con)
     return con
+
+
+def lock_out_files(con: duckdb.DuckDBPyConnection) -> None:
+    """No reading or writing of other files from SQL (COPY, EXPORT DATABASE, read_csv, ATTACH,
+    INSTALL ...), and no SET can turn it back on: for warehouses shared with others."""
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def _create_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Tables and views, unless the database already has this version of them: a writable
+    open that changes nothing must leave the file's bytes alone (CREATE OR REPLACE VIEW
+    rewrote them on every open, even for a command that then failed)."""
+    fingerprint = _schema_fingerprint()
+    if _stored_fingerprint(con) == fingerprint:
+        return
+    sqlfiles.execute(con, "schema.sql")
+    _refuse_old_layout(con, path)
+    _run_folder(con, "schema")
+    # the fingerprint is hex made here, never user text; COMMENT ON takes no parameters
+    con.execute(f"COMMENT ON TABLE runs IS '{fingerprint}'")
+
+
+def _schema_fingerprint() -> str:
+    files = ["schema.sql"] + [f"schema/{name}" for name in sqlfiles.names("schema")]
+    digest = hashlib.sha256("\0".join(sqlfiles.load(name) for name in files).encode())
+    return f"ctda-sql schema {digest.hexdigest()[:16]}"
+
+
+def _stored_fingerprint(con: duckdb.DuckDBPyConnection) -> str | None:
+    row = con.execute(
+        "SELECT comment FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND table_name = 'runs'").fetchone()
+    return row[0] if row else None
 
 
 def _limit_memory(con: duckdb.DuckDBPyConnection) -> None:

@@ -78,6 +78,20 @@ def quote_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def check_meta_keys(con: duckdb.DuckDBPyConnection, meta: dict) -> None:
+    """Refuse --meta keys that differ only in case from each other or from a stored key:
+    they become run_meta columns, and DuckDB column names ignore case."""
+    stored = [row[0] for row in con.execute(sqlfiles.load("views/meta_keys.sql")).fetchall()]
+    seen: dict[str, str] = {}
+    for key in stored:
+        seen.setdefault(key.lower(), key)
+    for key in meta:
+        other = seen.setdefault(key.lower(), key)
+        if other != key:
+            raise CtdaError(f"--meta key {key!r} differs from the key {other!r} only in case; "
+                            f"keys are column names of run_meta, which ignore case: use {other!r}")
+
+
 def refresh_run_meta(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Re-create the run_meta view with one typed column per runs.meta key; returns the keys."""
     structure = _meta_column_types(con)
@@ -97,7 +111,15 @@ def _meta_column_types(con) -> dict[str, str]:
     merged = json.loads(con.execute(sqlfiles.load("views/meta_structure.sql")).fetchone()[0])
     if not isinstance(merged, dict):
         return {}  # every meta is {}: DuckDB answers "NULL"
-    return {key: _scalar_type(value) for key, value in merged.items()}
+    types: dict[str, str] = {}
+    taken: set[str] = set()
+    for key, value in merged.items():
+        # keys differing only in case (stored before check_meta_keys refused them) would be
+        # duplicate columns: the first one stored becomes the column
+        if key.lower() not in taken:
+            taken.add(key.lower())
+            types[key] = _scalar_type(value)
+    return types
 
 
 def _scalar_type(value) -> str:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import ROUND_FLOOR, Decimal
@@ -21,8 +22,10 @@ import duckdb
 
 from . import sqlfiles
 from .errors import BadTraceError, CtdaError
+from .experiments import check_meta_keys, refresh_run_meta
 from .progress import progress_bar
-from .traceio import ParsedTrace, is_trace_file, read_trace
+from .traceio import ParsedTrace, check_regular_file, is_trace_file, read_trace, remove_abandoned_parse_folders
+from .transaction import transaction
 
 # Above this many input bytes a single file also gets a progress bar.
 _LARGE_INPUT_BYTES = 20_000_000
@@ -50,6 +53,7 @@ def collect_files(paths: list[str | Path]) -> list[Path]:
                 raise CtdaError(f"{path}: folder has no trace files (*.json, *.json.gz)")
             files.extend(found)
         elif path.exists():
+            check_regular_file(path)
             files.append(path)
         else:
             raise BadTraceError(path, "no such file or folder")
@@ -69,6 +73,7 @@ def default_run_name(paths: list[str | Path]) -> str:
 
 def parse_files(files: list[Path], show_progress: bool = True) -> list[ParsedTrace]:
     """Parse every file, in parallel across cores when there are several."""
+    remove_abandoned_parse_folders()
     total_bytes = sum(f.stat().st_size for f in files)
     visible = show_progress and (len(files) > 1 or total_bytes > _LARGE_INPUT_BYTES)
     cores = os.cpu_count() or 1
@@ -78,12 +83,17 @@ def parse_files(files: list[Path], show_progress: bool = True) -> list[ParsedTra
             return [_parse_one(f, advance) for f in files]
         # each worker's DuckDB gets its share of the cores, not all of them
         threads = max(1, cores // workers)
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with ProcessPoolExecutor(max_workers=workers, initializer=_ignore_ctrl_c) as pool:
             parsed = []
             for trace in pool.map(read_trace, files, [threads] * len(files)):
                 parsed.append(trace)
                 advance()
             return parsed
+
+
+def _ignore_ctrl_c() -> None:
+    """Workers leave Ctrl-C to the main process, which rolls back and prints one line."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _json_bytes_estimate(files: list[Path]) -> int:
@@ -110,13 +120,10 @@ def ingest(
     parsed = parse_files(files, show_progress)
     _check_batch(parsed)
     name = run_name or default_run_name(paths)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
+        check_meta_keys(con, meta or {})
         result = _load_batch(con, parsed, name, meta or {}, replace, show_progress)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+        refresh_run_meta(con)  # new --meta keys become run_meta columns
     return result
 
 
@@ -141,9 +148,9 @@ def _load_batch(con, parsed, name, meta, replace, show_progress) -> IngestResult
         for trace in to_load:
             _derive_trace(con, trace, run_id, result)
             advance()
-    # every file skipped (already ingested elsewhere): do not leave an empty new run behind
-    con.execute("DELETE FROM runs WHERE run_id = ? AND run_id NOT IN (SELECT run_id FROM traces)",
-                [run_id])
+    # leave no empty run behind: a new one whose files were all skipped, or one whose last
+    # file --replace moved into this run
+    con.execute("DELETE FROM runs WHERE run_id NOT IN (SELECT run_id FROM traces)")
     return result
 
 
@@ -248,7 +255,8 @@ def _insert_events(con, traces: list[ParsedTrace], run_id: int) -> None:
             con.execute(_batch_events_sql(traces, views), {"run_id": run_id, "origin_ts": origin})
     finally:
         for view in views:
-            con.unregister(view)
+            with suppress(duckdb.Error):  # refused in an aborted transaction; its cause goes on
+                con.unregister(view)
 
 
 @contextmanager
@@ -258,7 +266,8 @@ def _single_thread(con):
     try:
         yield
     finally:
-        con.execute(f"SET threads = {int(threads)}")
+        with suppress(duckdb.Error):  # refused in an aborted transaction; its cause goes on
+            con.execute(f"SET threads = {int(threads)}")
 
 
 def _batch_events_sql(traces: list[ParsedTrace], views: list[str]) -> str:

@@ -13,6 +13,7 @@ import hashlib
 import math
 import os
 import re
+import shutil
 import tempfile
 import zlib
 from dataclasses import dataclass, field
@@ -31,6 +32,13 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 # Epoch nanoseconds are ~1.7e18; epoch or monotonic microseconds stay below this.
 _NANOSECOND_TS_FLOOR = 1e17
+# Epoch nanoseconds stay below this until the year 2286; larger ts are not times.
+_TS_LIMIT = 10**19
+# The typing query reads the events from a file in a folder named after the owning process,
+# so that the next ingest can remove folders whose owner was killed (SIGKILL skips cleanup).
+_PARSE_FOLDER_PREFIX = "ctda-parse-"
+_PARSE_FOLDER_NAME = re.compile(re.escape(_PARSE_FOLDER_PREFIX) + r"(\d+)-")
+_TOO_DEEP = "JSON nested too deeply to read (thousands of levels)"
 
 
 class _EventHead(msgspec.Struct):
@@ -61,6 +69,15 @@ class ParsedTrace:
         return self.events.num_rows
 
 
+def check_regular_file(path: Path) -> None:
+    """Refuse what is not a plain file (a FIFO would block the read forever)."""
+    if not path.exists():
+        raise BadTraceError(path, "no such file")
+    if not path.is_file():
+        kind = "a named pipe (FIFO)" if path.is_fifo() else "a folder" if path.is_dir() else "a device or socket"
+        raise BadTraceError(path, f"not a regular file ({kind}); give a trace file or a folder of them")
+
+
 def is_trace_file(path: Path) -> bool:
     return path.is_file() and path.name.endswith(TRACE_SUFFIXES)
 
@@ -75,7 +92,7 @@ def read_trace(path: Path, duckdb_threads: int | None = None) -> ParsedTrace:
     events_json = bytes(top.pop("traceEvents"))
     if re.fullmatch(rb"\s*\[\s*\]\s*", events_json):
         raise BadTraceError(path, "traceEvents is empty: the trace holds no events")
-    meta = {key: msgspec.json.decode(value) for key, value in top.items()}
+    meta = _decode_meta(path, top)
     con = _typing_connection(duckdb_threads).cursor()  # closing it drops its results and views
     try:
         events = _type_events(path, con, events_json)
@@ -103,9 +120,11 @@ def _typing_connection(threads: int | None) -> duckdb.DuckDBPyConnection:
 
 
 def _read_bytes(path: Path) -> bytes:
-    if not path.exists():
-        raise BadTraceError(path, "no such file")
-    data = path.read_bytes()
+    check_regular_file(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BadTraceError(path, f"cannot read it ({exc.strerror or exc})") from None
     if not data:
         raise BadTraceError(path, "file is empty")
     return data
@@ -128,11 +147,20 @@ def _decode_top(path: Path, text: bytes) -> dict[str, msgspec.Raw]:
         top = msgspec.json.decode(text, type=dict[str, msgspec.Raw])
     except msgspec.ValidationError:
         raise BadTraceError(path, "not a Kineto trace (top level is not a JSON object)") from None
+    except RecursionError:
+        raise BadTraceError(path, _TOO_DEEP) from None
     except msgspec.DecodeError as exc:
         raise BadTraceError(path, f"invalid JSON: {_json_problem(text, exc)}") from None
     if "traceEvents" not in top:
         raise BadTraceError(path, "not a Kineto trace (no traceEvents array)")
     return top
+
+
+def _decode_meta(path: Path, top: dict[str, msgspec.Raw]) -> dict:
+    try:
+        return {key: msgspec.json.decode(value) for key, value in top.items()}
+    except RecursionError:
+        raise BadTraceError(path, _TOO_DEEP) from None
 
 
 def _json_problem(text: bytes, exc: Exception) -> str:
@@ -143,16 +171,39 @@ def _json_problem(text: bytes, exc: Exception) -> str:
 
 def _type_events(path: Path, con, events_json: bytes) -> pa.Table:
     """The events as typed columns, one DuckDB JSON parse per event (no Python per event)."""
-    with tempfile.TemporaryDirectory(prefix="ctda-parse-") as folder:
+    with tempfile.TemporaryDirectory(prefix=f"{_PARSE_FOLDER_PREFIX}{os.getpid()}-") as folder:
         events_file = Path(folder) / "events.json"
         events_file.write_bytes(events_json)
         sql = sqlfiles.load("ingest/typed_events.sql")
         try:
             events = con.sql(sql, params={"events_file": str(events_file)}).to_arrow_table()
+        except duckdb.InterruptException:
+            raise  # Ctrl-C, not a bad file
         except duckdb.Error as exc:
             _decode_events(path, events_json)  # raises the precise message when it can
             raise BadTraceError(path, f"traceEvents could not be read ({exc})") from None
     return _in_file_order(events)
+
+
+def remove_abandoned_parse_folders() -> list[Path]:
+    """Remove the parse folders left by killed ingests (their owner process is gone)."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{_PARSE_FOLDER_PREFIX}*"):
+        owner = _PARSE_FOLDER_NAME.match(folder.name)
+        if owner and folder.is_dir() and not _process_alive(int(owner.group(1))):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _in_file_order(events: pa.Table) -> pa.Table:
@@ -170,6 +221,23 @@ def _check_events(path: Path, con, events_json: bytes) -> None:
         # the reference checks in Python give the exact message; only bad-looking files pay
         _timestamp_texts(path, _decode_events(path, events_json))
     _check_durations(path, con)
+    _check_ts_range(path, con)
+    _check_step_numbers(path, con)
+
+
+def _check_ts_range(path: Path, con) -> None:
+    bad = con.execute("SELECT event_id, ts_raw::VARCHAR FROM events WHERE abs(ts_raw) >= $limit "
+                      "ORDER BY event_id LIMIT 1", {"limit": _TS_LIMIT}).fetchall()
+    if bad:
+        raise BadTraceError(path, _ts_out_of_range(bad[0][0], bad[0][1]))
+
+
+def _check_step_numbers(path: Path, con) -> None:
+    """A ProfilerStep#N whose N does not fit a BIGINT would silently become no step at all."""
+    bad = con.execute(sqlfiles.load("ingest/huge_step_numbers.sql")).fetchall()
+    if bad:
+        raise BadTraceError(path, f"event {bad[0][0]} is {bad[0][1][:60]}: the step number is too large "
+                                  "(at most 9223372036854775807)")
 
 
 def _check_durations(path: Path, con) -> None:
@@ -190,21 +258,33 @@ def _decode_events(path: Path, events_json: bytes) -> list[_EventHead]:
 
 def _timestamp_texts(path: Path, heads: list[_EventHead]) -> list[str]:
     for index, head in enumerate(heads):
-        if not head.ts or not head.name:
-            missing = "name" if head.ts else "ts"
-            raise BadTraceError(path, f"event {index} has no '{missing}' field")
+        for key, value in (("ts", head.ts), ("name", head.name)):
+            if not value:
+                raise BadTraceError(path, f"event {index} has no '{key}' field")
+            if bytes(value) == b"null":
+                raise BadTraceError(path, f"event {index} has a null '{key}'")
     texts = [bytes(head.ts).decode() for head in heads]
-    bad = next((i for i, ts in enumerate(texts) if not _is_finite_number(ts)), None)
-    if bad is not None:
-        raise BadTraceError(path, f"event {bad} has a non-numeric ts ({texts[bad][:40]})")
+    for index, text in enumerate(texts):
+        value = _number(text)
+        if value is None:
+            raise BadTraceError(path, f"event {index} has a non-numeric ts ({text[:40]})")
+        if abs(value) >= _TS_LIMIT:
+            raise BadTraceError(path, _ts_out_of_range(index, text))
     return texts
 
 
-def _is_finite_number(text: str) -> bool:
+def _number(text: str) -> float | None:
+    """The finite number a ts text holds, else None."""
     try:
-        return math.isfinite(float(text.strip('"')))
+        value = float(text.strip('"'))
     except ValueError:
-        return False
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _ts_out_of_range(event_id: int, text: str) -> str:
+    shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+    return f"event {event_id} has a ts out of range ({shown}); timestamps must stay below 1e19"
 
 
 def _describe(path, compressed, meta, events, time_info) -> ParsedTrace:
@@ -239,5 +319,5 @@ def _time_resolution(con) -> tuple[str, Decimal, Decimal | None]:
         return "us", Decimal(1), None
     if low > _NANOSECOND_TS_FLOOR:
         # whole nanoseconds written as integers: scale to microseconds
-        return "ns", Decimal("0.001"), low / 1000
+        return "ns", Decimal("0.001"), low  # min_ts stays raw: the run origin scales it
     return ("ns" if fractional else "us"), Decimal(1), low

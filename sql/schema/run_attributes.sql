@@ -14,6 +14,7 @@ WITH sources AS (
     JOIN runs AS r USING (run_id)
     GROUP BY t.run_id, r.name
 )
-SELECT run_id, run, source, key, attrs ->> key AS value
-FROM sources, unnest(json_keys(attrs)) AS keys(key)
-WHERE key <> 'run';
+-- json_each, not `attrs ->> key`: a key such as '*' or '$.x' would be read as a JSON path
+SELECT run_id, run, source, pair.key, pair.value ->> '$' AS value
+FROM sources, json_each(attrs) AS pair
+WHERE pair.key <> 'run';

@@ -1,0 +1,208 @@
+"""Reliability fixes that are not bad input: epoch-nanosecond traces, parse folders of killed
+ingests, and experiment columns with odd names."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from test_bad_input import console_script
+from test_interrupts import busy_trace
+from warehouse.tracebuilder import TraceBuilder
+from warehouse.traceio import remove_abandoned_parse_folders
+
+EPOCH_NS = 1_700_000_000_000_000_000
+
+
+def epoch_ns_trace(path: Path) -> Path:
+    """Integer epoch nanoseconds, as some exporters write them."""
+    b = TraceBuilder(rank=0, base_ts=EPOCH_NS)
+    main = b.thread(100, "pt_main_thread")
+    b.step(1, main, ts=0, dur=100_000)
+    b.cpu_op(main, "aten::mm", ts=10_000, dur=20_000)
+    b.launch(main, ts=12_000, dur=3_000, kernel="gemm", stream=7, kernel_ts=20_000, kernel_dur=40_000)
+    return b.write(path)
+
+
+def test_epoch_nanosecond_trace_gets_its_origin_scaled_once(tmp_path, run_cli, db_path):
+    assert run_cli("ingest", str(epoch_ns_trace(tmp_path / "ns.json"))).code == 0
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        origin = con.execute("SELECT origin_ts FROM runs").fetchone()[0]
+        first, kernel = con.execute(
+            "SELECT min(ts_us), max(dur_us) FILTER (WHERE cat = 'kernel') FROM events WHERE ph = 'X'").fetchone()
+    assert origin == EPOCH_NS // 1000  # epoch microseconds, not 1000x smaller
+    assert (first, kernel) == (0, 40)
+
+
+@pytest.mark.parametrize("report", ["temporal_breakdown", "comm_overlap", "cpcr"])
+def test_reports_run_on_an_epoch_nanosecond_trace(tmp_path, run_cli, report):
+    assert run_cli("ingest", str(epoch_ns_trace(tmp_path / "ns.json"))).code == 0
+    assert run_cli("analyze", "-q").code == 0
+    result = run_cli("report", report)
+    assert result.code == 0, result.err
+
+
+# ---- parse folders of killed ingests ------------------------------------------------------
+
+def dead_pid() -> int:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(done.stdout)
+
+
+def test_next_ingest_removes_parse_folders_whose_owner_is_gone(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    abandoned = tmp_path / f"ctda-parse-{dead_pid()}-abc"
+    in_use = tmp_path / f"ctda-parse-{os.getpid()}-def"
+    unrelated = tmp_path / "ctda-parse-notapid"
+    for folder in (abandoned, in_use, unrelated):
+        folder.mkdir()
+        (folder / "events.json").write_text("[]")
+    assert remove_abandoned_parse_folders() == [abandoned]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([in_use.name, unrelated.name])
+
+
+def test_sigkill_during_parse_leaves_a_folder_the_next_ingest_removes(tmp_path, db_path):
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    trace = busy_trace(tmp_path / "busy.json")
+    command = [console_script(), "--db", str(db_path), "ingest", "-q"]
+    process = subprocess.Popen([*command, str(trace)], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not list(temp.glob("ctda-parse-*")) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    assert list(temp.glob("ctda-parse-*")), "the ingest ended before its parse folder was seen"
+    other = busy_trace(tmp_path / "other.json", steps=2, ops=4)
+    assert subprocess.run([*command, str(other)], env=env, capture_output=True, timeout=120).returncode == 0
+    assert list(temp.glob("ctda-parse-*")) == []
+
+
+# ---- experiment columns with odd names -----------------------------------------------------
+
+def test_odd_experiment_column_names_are_read_back(tmp_path, run_cli):
+    trace = busy_trace(tmp_path / "m2.json", steps=2, ops=4)
+    assert run_cli("ingest", str(trace), "--run", "m2", "--meta", "$.x=5").code == 0
+    (tmp_path / "exp.csv").write_text('run,*,"a b",x"y\nm2,1,two,3\n')
+    assert run_cli("meta", "load", str(tmp_path / "exp.csv"), "--key", "run").code == 0
+    result = run_cli("query", "SELECT source, key, value FROM run_attributes WHERE source <> 'traces' ORDER BY ALL",
+                     "--format", "csv")
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == ["source,key,value", "experiments,*,1", "experiments,a b,two",
+                                       'experiments,"x""y",3', "meta,$.x,5"]
+
+
+# ---- reports: windows without a path, unknown runs ----------------------------------------
+
+def test_a_window_without_critical_path_is_listed_by_cpcr_with_its_reason(tmp_path, run_cli):
+    b = TraceBuilder(rank=0)
+    main = b.thread(100, "pt_main_thread")
+    b.step(1, main, ts=0, dur=100)
+    b.cpu_op(main, "aten::mm", ts=10, dur=20)
+    b.step(2, main, ts=200, dur=100)  # nothing inside: no node, so no path
+    assert run_cli("ingest", str(b.write(tmp_path / "t.json"))).code == 0
+    assert run_cli("analyze", "-q").code == 0
+    rows = json.loads(run_cli("report", "cpcr", "--format", "json").out)
+    assert [(r["step"], r["method"]) for r in rows] == [(1, "ctda"), (1, "per_thread"), (2, "ctda"), (2, "per_thread")]
+    empty = [r for r in rows if r["step"] == 2]
+    for row in empty:
+        assert (row["cpcr"], row["path_us"], row["path_nodes"], row["slack_before_us"]) == (0, 0, 0, 100)
+        assert row["note"].startswith("no critical path")
+    assert all(r["note"] is None for r in rows if r["step"] == 1)
+
+
+def test_run_diff_with_an_unknown_run_says_so(tmp_path, run_cli):
+    assert run_cli("ingest", str(busy_trace(tmp_path / "a.json", steps=2, ops=4))).code == 0
+    for given in (["-p", "run_a=a", "-p", "run_b=nope"], ["-p", "run_a=nope", "-p", "run_b=a"]):
+        result = run_cli("report", "run_diff", *given)
+        assert result.code == 1
+        assert result.err.strip().endswith("run_diff: no run named nope"), result.err
+
+
+# ---- ingest bookkeeping ----------------------------------------------------------------------
+
+def test_replace_into_another_run_leaves_no_empty_run(tmp_path, run_cli, db_path):
+    trace = busy_trace(tmp_path / "t.json", steps=2, ops=4)
+    assert run_cli("ingest", str(trace), "--run", "first").code == 0
+    assert run_cli("ingest", str(trace), "--run", "second", "--replace").code == 0
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        assert con.execute("SELECT name FROM runs").fetchall() == [("second",)]
+
+
+@pytest.mark.parametrize("command", [["ingest", "BAD"], ["analyze", "--run", "nope"],
+                                     ["meta", "load", "EXP", "--key", "nope"]],
+                         ids=["ingest", "analyze", "meta_load"])
+def test_a_failed_writable_command_leaves_the_database_bytes_alone(tmp_path, run_cli, db_path, command):
+    assert run_cli("ingest", str(busy_trace(tmp_path / "t.json", steps=2, ops=4))).code == 0
+    (tmp_path / "bad.json").write_text('{"traceEvents": [')
+    (tmp_path / "exp.csv").write_text("run,x\nt,1\n")
+    paths = {"BAD": str(tmp_path / "bad.json"), "EXP": str(tmp_path / "exp.csv")}
+    before = db_path.read_bytes()
+    assert run_cli(*[paths.get(arg, arg) for arg in command]).code == 1
+    assert db_path.read_bytes() == before
+
+
+# ---- --safe: no file but the warehouse ---------------------------------------------------------
+
+FILE_ACCESS = {
+    "copy_to": "COPY runs TO '{folder}/runs.csv'",
+    "export_database": "EXPORT DATABASE '{folder}/export'",
+    "read_csv": "SELECT * FROM read_csv('{folder}/exp.csv')",
+    "read_text": "SELECT * FROM read_text('{folder}/exp.csv')",
+    "attach": "ATTACH '{folder}/other.duckdb' AS other",
+    "turn_it_back_on": "SET enable_external_access = true",
+}
+
+
+@pytest.fixture
+def shared_warehouse(tmp_path, run_cli) -> Path:
+    assert run_cli("ingest", str(busy_trace(tmp_path / "t.json", steps=2, ops=4))).code == 0
+    (tmp_path / "exp.csv").write_text("run,x\nt,1\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("sql", FILE_ACCESS.values(), ids=FILE_ACCESS.keys())
+def test_safe_query_refuses_every_file_but_the_warehouse(shared_warehouse, run_cli, sql):
+    before = sorted(p.name for p in shared_warehouse.iterdir())
+    result = run_cli("query", "--safe", sql.format(folder=shared_warehouse))
+    assert result.code == 1
+    assert result.err.startswith("error:") and len(result.err.strip().splitlines()) == 1, result.err
+    assert sorted(p.name for p in shared_warehouse.iterdir()) == before
+
+
+def test_safe_query_and_report_still_read_the_warehouse(shared_warehouse, run_cli):
+    assert run_cli("query", "--safe", "SELECT count(*) AS n FROM runs", "-f", "csv").out.split() == ["n", "1"]
+    assert run_cli("report", "--safe", "runs").code == 0
+
+
+def test_safe_report_from_a_user_folder_cannot_write_files(shared_warehouse, run_cli):
+    reports = shared_warehouse / "reports"
+    reports.mkdir()
+    (reports / "leak.sql").write_text(f"-- name: leak\nCOPY runs TO '{shared_warehouse}/leak.csv';\n")
+    result = run_cli("report", "--safe", "--reports", str(reports), "leak")
+    assert result.code == 1 and "disabled" in result.err
+    assert not (shared_warehouse / "leak.csv").exists()
+
+
+@pytest.mark.parametrize("read_only", [True, False], ids=["read_only", "writable"])
+def test_safe_shell_refuses_files_but_reads_the_warehouse(shared_warehouse, db_path, read_only):
+    from ctda_shell.app import open_state
+
+    state = open_state(str(db_path), read_only=read_only, safe=True)
+    try:
+        assert state.con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+        with pytest.raises(duckdb.PermissionException):
+            state.con.execute(f"COPY runs TO '{shared_warehouse}/runs.csv'")
+    finally:
+        state.con.close()
+    assert not (shared_warehouse / "runs.csv").exists()
