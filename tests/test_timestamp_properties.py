@@ -82,7 +82,8 @@ def test_time_base_changes_no_path_and_keeps_every_invariant(actions, base):
 
 def test_timestamps_of_1e19_and_above_are_refused(tmp_path):
     events = base_events([{"on_autograd": False, "name": "aten::relu", "gap_us": 1, "cpu_us": 5,
-                           "launch_stream": 7, "launch_at": 0.5, "kernel_us": 9, "sync": None}])
+                           "launch_stream": 7, "launch_at": 0.5, "kernel_us": 9, "sync": None,
+                           "overlap_us": 0, "new_step": False}])
     trace = write_in_base(events, tmp_path / "huge.json", "huge")
     con = connect(tmp_path / "w.duckdb")
     try:
