@@ -12,7 +12,8 @@ from pathlib import Path
 import duckdb
 
 from . import __version__
-from .connection import connect, resolve_db_path
+from .api import Warehouse
+from .connection import resolve_db_path
 from .errors import CtdaError
 from .output import FORMATS, render
 
@@ -47,19 +48,12 @@ def meta_value(text: str):
 # ---- commands ---------------------------------------------------------------------------
 
 def cmd_ingest(args) -> int:
-    from .experiments import refresh_run_meta
-    from .ingest import ingest
-
     meta = {k: meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
     db_path = resolve_db_path(args.db)
     with _new_database_removed_on_failure(db_path):
-        con = connect(db_path, for_sql="")  # ingest calls no Python UDF
-        try:
-            result = ingest(con, args.paths, run_name=args.run, meta=meta, replace=args.replace,
-                            show_progress=not args.quiet)
-            refresh_run_meta(con)  # new --meta keys become run_meta columns
-        finally:
-            con.close()
+        with Warehouse(db_path, udfs_for="") as wh:  # ingest calls no Python UDF
+            result = wh.ingest(args.paths, run=args.run, meta=meta, replace=args.replace,
+                               show_progress=not args.quiet)
     for line in result.loaded:
         print(f"ingested {line}")
     for line in result.skipped + result.warnings:
@@ -82,13 +76,10 @@ def _new_database_removed_on_failure(db_path: Path):
 
 
 def cmd_analyze(args) -> int:
-    from .analyze import AnalysisSettings, analyze
-
-    con = connect(resolve_db_path(args.db), for_sql="")  # the engine calls no Python UDF
-    settings = AnalysisSettings(split_starved=not args.no_split_starved)
-    summary = analyze(con, run=args.run, method=args.method, window_prefix=args.window,
-                      show_progress=not args.quiet, settings=settings)
-    print(summary)
+    with Warehouse(resolve_db_path(args.db), udfs_for="") as wh:  # the engine calls no Python UDF
+        print(wh.analyze(run=args.run, method=args.method, window=args.window,
+                         wait_gap_us=args.wait_gap_us, split_starved=not args.no_split_starved,
+                         show_progress=not args.quiet))
     return 0
 
 
@@ -102,33 +93,26 @@ def cmd_query(args) -> int:
     if args.explain_sql:
         print(sql)
         return 0
-    con = connect(resolve_db_path(args.db), read_only=True, for_sql=sql)
-    return _print_result(con.execute(sql), args.format)
+    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=sql) as wh:
+        return _print_result(wh.sql(sql), args.format)
 
 
 def cmd_report(args) -> int:
-    from .reports import all_reports, find_report, run_report
+    from .reports import find_report
 
     folders = [Path(f) for f in args.reports or []]
     if args.list or not args.name:
-        return _print_report_list(all_reports(folders), args.format)
-    report = find_report(args.name, folders)
+        with Warehouse(":memory:", udfs_for="") as wh:  # listing needs no database
+            return _print_result(wh.reports(folders), args.format)
+    report = find_report(args.name, folders)  # unknown names fail before the database opens
     given = parse_key_values(args.param, "--param")
-    con = connect(resolve_db_path(args.db), read_only=True, for_sql=report.sql)
-    return _print_result(run_report(con, report, given), args.format)
-
-
-def _print_report_list(reports, fmt: str) -> int:
-    rows = [(r.name, r.description, ", ".join(f"{p.name} {p.type}" for p in r.params)) for r in reports.values()]
-    print(render(["name", "description", "params"], rows, fmt))
-    return 0
+    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=report.sql) as wh:
+        return _print_result(wh.report(args.name, folders, **given), args.format)
 
 
 def cmd_meta(args) -> int:
-    from .experiments import load_experiments
-
-    con = connect(resolve_db_path(args.db))
-    count = load_experiments(con, Path(args.file), args.key)
+    with Warehouse(resolve_db_path(args.db)) as wh:
+        count = wh.load_experiments(args.file, args.key)
     print(f"loaded {count} experiment rows from {args.file} (key: {args.key})")
     return 0
 
@@ -140,9 +124,10 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def _print_result(cursor, fmt: str) -> int:
-    columns = [d[0] for d in cursor.description or []]
-    rows = cursor.fetchall() if columns else []
+def _print_result(result, fmt: str) -> int:
+    """Print a relation (None for statements that return nothing) in `fmt`."""
+    columns = list(result.columns) if result is not None else []
+    rows = result.fetchall() if columns else []
     print(render(columns, rows, fmt))
     return 0
 
@@ -203,6 +188,9 @@ def _add_analyze(sub) -> None:
                         "(default: all)")
     p.add_argument("--window", metavar="PREFIX",
                    help="analyse every annotation whose name starts with PREFIX instead of ProfilerStep")
+    p.add_argument("--wait-gap-us", type=float, metavar="N",
+                   help="a kernel that starts within N us after work on another stream ended "
+                        "waited for it (inferred sync; default 5)")
     p.add_argument("--no-split-starved", action="store_true",
                    help="keep one GPU node per CPU node and stream, as the method's paper does, "
                         "instead of splitting it where the GPU sat idle waiting for a launch")
