@@ -120,7 +120,7 @@ def cmd_meta(args) -> int:
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
-    run_demo(args.db)
+    run_demo(args.db, out_dir=args.out, trace=args.trace)
     return 0
 
 
@@ -242,8 +242,13 @@ def _add_meta(sub) -> None:
 
 def _add_demo(sub) -> None:
     p = sub.add_parser("demo", help="ingest and analyse the bundled trace, print hotspots",
-                       description="Ingest the bundled PyTorch trace into a database (--db, else a "
-                                   "temporary one), analyse it and print a summary.")
+                       description="Ingest the bundled NCCL training trace (HTA test data, MIT) into "
+                                   "a database (--db, else a temporary one), analyse it, print "
+                                   "hotspots and coverage for ctda beside per_thread, and write "
+                                   "demo.html and demo-overlay.json.gz.")
+    p.add_argument("--out", metavar="DIR", help="folder for demo.html and demo-overlay.json.gz "
+                                                "(default: the current folder)")
+    p.add_argument("--trace", metavar="FILE", help="run the demo on this trace instead")
     _db_option(p)
     p.set_defaults(handler=cmd_demo)
 
