@@ -163,8 +163,7 @@ def test_the_overlay_reingests_with_every_event(warehouse, tmp_path):
 
 
 def test_cli_writes_the_overlay_and_says_how_to_open_it(run_cli, tmp_path):
-    two_rank_folder(tmp_path / "fig")
-    assert run_cli("ingest", "-q", str(tmp_path / "fig"), "--run", "fig").code == 0
+    ingest_fig(run_cli, tmp_path, analyze=False)
     out = tmp_path / "o.json.gz"
     before = run_cli("export", "overlay", "--run", "fig", "-o", str(out))
     assert before.code == 1 and "analyze --run fig" in before.err and not out.exists()
@@ -182,10 +181,18 @@ def test_cli_writes_the_overlay_and_says_how_to_open_it(run_cli, tmp_path):
 ])
 def test_bad_requests_get_one_error_line(run_cli, tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
-    two_rank_folder(tmp_path / "fig")
-    run_cli("ingest", "-q", str(tmp_path / "fig"), "--run", "fig")
-    run_cli("analyze", "-q")
-    result = run_cli("export", "overlay", *args)
+    ingest_fig(run_cli, tmp_path, analyze=True)
+    assert_one_error_line(run_cli("export", "overlay", *args), message)
+
+
+def ingest_fig(run_cli, tmp_path: Path, analyze: bool) -> None:
+    """The two-rank figure-1 run `fig` in the CLI's test database."""
+    assert run_cli("ingest", "-q", str(two_rank_folder(tmp_path / "fig")), "--run", "fig").code == 0
+    if analyze:
+        assert run_cli("analyze", "-q").code == 0
+
+
+def assert_one_error_line(result, message: str) -> None:
     assert result.code == 1 and result.err.startswith("error: ") and message in result.err
     assert len(result.err.strip().splitlines()) == 1
 

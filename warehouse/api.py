@@ -37,6 +37,14 @@ class Warehouse:
         self.read_only = read_only
         self._udfs_for = udfs_for
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._owns_connection = True
+
+    @classmethod
+    def on_connection(cls, con: duckdb.DuckDBPyConnection, path: str | Path = ":memory:") -> Warehouse:
+        """A Warehouse over a connection already open (the shell's); close() leaves it open."""
+        wh = cls(path)
+        wh._con, wh._owns_connection = con, False
+        return wh
 
     # ---- connection ---------------------------------------------------------------------
 
@@ -48,9 +56,9 @@ class Warehouse:
         return self._con
 
     def close(self) -> None:
-        if self._con is not None:
+        if self._con is not None and self._owns_connection:
             self._con.close()
-            self._con = None
+        self._con = None
 
     def __enter__(self) -> Warehouse:
         return self
