@@ -184,9 +184,8 @@ def _run_report(state: ShellState, name: str, given: dict[str, str]) -> Result:
 @dot_command(".ingest", "PATH... [--run NAME] [--meta KEY=VALUE]...",
              "load trace files or folders of rank files as one run", complete=PATHS)
 def ingest(state, words):
+    from warehouse import Warehouse
     from warehouse.cli import meta_value, parse_key_values
-    from warehouse.experiments import refresh_run_meta
-    from warehouse.ingest import ingest as ingest_paths
 
     usage = ".ingest PATH... [--run NAME] [--meta KEY=VALUE]..."
     paths, options = _options(words, ("--run", "--meta"), usage)
@@ -194,8 +193,7 @@ def ingest(state, words):
     _writable(state)
     meta = {k: meta_value(v) for k, v in parse_key_values(options.get("--meta"), "--meta").items()}
     run_name = options.get("--run", [None])[-1]
-    outcome = ingest_paths(state.con, paths, run_name=run_name, meta=meta, show_progress=False)
-    refresh_run_meta(state.con)
+    outcome = Warehouse.on_connection(state.con).ingest(paths, run=run_name, meta=meta)
     state.schema_changed()
     rows = [(line,) for line in outcome.loaded] + [(f"warning: {w}",) for w in outcome.skipped + outcome.warnings]
     return Result([f"run {outcome.run_name}"], rows)
@@ -211,11 +209,9 @@ def analyze(state, words):
     if method not in ANALYZE_METHODS:
         raise CtdaError(f"unknown method {method!r}; choose one of {', '.join(ANALYZE_METHODS)}")
     _writable(state)
-    try:
-        from warehouse.analyze import analyze as analyze_runs
-    except ImportError:
-        return Result(message="the critical-path engine (warehouse.analyze) is not available in this build")
-    summary = analyze_runs(state.con, run=options.get("--run", [None])[-1], method=method, show_progress=False)
+    from warehouse import Warehouse
+
+    summary = Warehouse.on_connection(state.con).analyze(run=options.get("--run", [None])[-1], method=method)
     state.schema_changed()
     return Result(message=str(summary))
 

@@ -7,13 +7,13 @@ import argparse
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 import duckdb
 
 from . import __version__
-from .connection import connect, resolve_db_path
+from .api import Warehouse
+from .connection import resolve_db_path
 from .errors import CtdaError
 from .output import FORMATS, render
 from .signals import stop_watching_sigint, watch_sigint
@@ -50,17 +50,12 @@ def meta_value(text: str):
 # ---- commands ---------------------------------------------------------------------------
 
 def cmd_ingest(args) -> int:
-    from .ingest import ingest
-
     meta = {k: meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
     db_path = resolve_db_path(args.db)
     with _new_database_removed_on_failure(db_path):
-        con = connect(db_path, for_sql="")  # ingest calls no Python UDF
-        try:
-            result = ingest(con, args.paths, run_name=args.run, meta=meta, replace=args.replace,
-                            show_progress=not args.quiet)
-        finally:
-            con.close()
+        with Warehouse(db_path, udfs_for="") as wh:  # ingest calls no Python UDF
+            result = wh.ingest(args.paths, run=args.run, meta=meta, replace=args.replace,
+                               show_progress=not args.quiet)
     for line in result.loaded:
         print(f"ingested {line}")
     for line in result.skipped + result.warnings:
@@ -83,17 +78,10 @@ def _new_database_removed_on_failure(db_path: Path):
 
 
 def cmd_analyze(args) -> int:
-    from .analyze import AnalysisSettings, analyze
-
-    con = connect(resolve_db_path(args.db), for_sql="")  # the engine calls no Python UDF
-    if args.wait_gap_us is not None and not args.wait_gap_us >= 0:
-        raise CtdaError(f"--wait-gap-us must be a number of microseconds >= 0, not {args.wait_gap_us}")
-    settings = AnalysisSettings(split_starved=not args.no_split_starved)
-    if args.wait_gap_us is not None:
-        settings = replace(settings, wait_gap_us=args.wait_gap_us)
-    summary = analyze(con, run=args.run, method=args.method, window_prefix=args.window,
-                      show_progress=not args.quiet, settings=settings)
-    print(summary)
+    with Warehouse(resolve_db_path(args.db), udfs_for="") as wh:  # the engine calls no Python UDF
+        print(wh.analyze(run=args.run, method=args.method, window=args.window,
+                         wait_gap_us=args.wait_gap_us, split_starved=not args.no_split_starved,
+                         show_progress=not args.quiet))
     return 0
 
 
@@ -107,33 +95,26 @@ def cmd_query(args) -> int:
     if args.explain_sql:
         print(sql)
         return 0
-    con = connect(resolve_db_path(args.db), read_only=True, for_sql=sql, safe=args.safe)
-    return _print_result(con.execute(sql), args.format)
+    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=sql, safe=args.safe) as wh:
+        return _print_result(wh.sql(sql), args.format)
 
 
 def cmd_report(args) -> int:
-    from .reports import all_reports, find_report, run_report
+    from .reports import find_report
 
     folders = [Path(f) for f in args.reports or []]
     if args.list or not args.name:
-        return _print_report_list(all_reports(folders), args.format)
-    report = find_report(args.name, folders)
+        with Warehouse(":memory:", udfs_for="") as wh:  # listing needs no database
+            return _print_result(wh.reports(folders), args.format)
+    report = find_report(args.name, folders)  # unknown names fail before the database opens
     given = parse_key_values(args.param, "--param")
-    con = connect(resolve_db_path(args.db), read_only=True, for_sql=report.sql, safe=args.safe)
-    return _print_result(run_report(con, report, given), args.format)
-
-
-def _print_report_list(reports, fmt: str) -> int:
-    rows = [(r.name, r.description, ", ".join(f"{p.name} {p.type}" for p in r.params)) for r in reports.values()]
-    print(render(["name", "description", "params"], rows, fmt))
-    return 0
+    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=report.sql, safe=args.safe) as wh:
+        return _print_result(wh.report(args.name, folders, **given), args.format)
 
 
 def cmd_meta(args) -> int:
-    from .experiments import load_experiments
-
-    con = connect(resolve_db_path(args.db))
-    count = load_experiments(con, Path(args.file), args.key)
+    with Warehouse(resolve_db_path(args.db)) as wh:
+        count = wh.load_experiments(args.file, args.key)
     print(f"loaded {count} experiment rows from {args.file} (key: {args.key})")
     return 0
 
@@ -141,13 +122,14 @@ def cmd_meta(args) -> int:
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
-    run_demo(args.db)
+    run_demo(args.db, out_dir=args.out, trace=args.trace)
     return 0
 
 
-def _print_result(cursor, fmt: str) -> int:
-    columns = [d[0] for d in cursor.description or []]
-    rows = cursor.fetchall() if columns else []
+def _print_result(result, fmt: str) -> int:
+    """Print a relation (None for statements that return nothing) in `fmt`."""
+    columns = list(result.columns) if result is not None else []
+    rows = result.fetchall() if columns else []
     print(render(columns, rows, fmt))
     return 0
 
@@ -169,7 +151,9 @@ def build_parser(shell_help: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ctda-sql {__version__}")
     parser.add_argument("--db", help="database file (default: $CTDA_DB or ./ctda.duckdb)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_ingest, _add_analyze, _add_report, _add_query, _add_meta, _add_demo, _add_shell):
+    from .cli_export import add_export
+
+    for add in (_add_ingest, _add_analyze, _add_report, _add_query, _add_meta, add_export, _add_demo, _add_shell):
         add(sub)
     if shell_help:  # the dot commands, described by the layer that defines them
         sub.choices["shell"].epilog = shell_help
@@ -270,8 +254,13 @@ def _add_meta(sub) -> None:
 
 def _add_demo(sub) -> None:
     p = sub.add_parser("demo", help="ingest and analyse the bundled trace, print hotspots",
-                       description="Ingest the bundled PyTorch trace into a database (--db, else a "
-                                   "temporary one), analyse it and print a summary.")
+                       description="Ingest the bundled NCCL training trace (HTA test data, MIT) into "
+                                   "a database (--db, else a temporary one), analyse it, print "
+                                   "hotspots and coverage for ctda beside per_thread, and write "
+                                   "demo.html and demo-overlay.json.gz.")
+    p.add_argument("--out", metavar="DIR", help="folder for demo.html and demo-overlay.json.gz "
+                                                "(default: the current folder)")
+    p.add_argument("--trace", metavar="FILE", help="run the demo on this trace instead")
     _db_option(p)
     p.set_defaults(handler=cmd_demo)
 

@@ -1,6 +1,11 @@
-"""`ctda-sql demo`: ingest the bundled PyTorch trace and print what the warehouse holds.
+"""`ctda-sql demo`: why the tool exists, on a real trace.
 
-The trace was recorded by scripts/record_demo_trace.py (a small MLP training loop).
+The default trace is nccl.json.gz from the Holistic Trace Analysis test data (MIT licence,
+LICENSE-HTA beside it): a multi-threaded CUDA + NCCL training trace whose backward runs on
+the autograd thread. The demo ingests and analyses it, prints the time-summing view, then
+hotspots and critical-path coverage for ctda beside per_thread, and writes demo.html and
+demo-overlay.json.gz. `--trace FILE` runs it on another trace (the tests use the small CPU
+trace recorded by scripts/record_demo_trace.py, data/demo_trace.json.gz).
 """
 
 from __future__ import annotations
@@ -12,32 +17,34 @@ from importlib import resources
 from pathlib import Path
 
 from . import sqlfiles
-from .connection import connect
-from .ingest import ingest
+from .api import Warehouse
+from .errors import CtdaError
 from .output import render
 
-# The critical-path engine lands separately; until then the demo stops at the summary.
-try:
-    from .analyze import analyze
-except ImportError:
-    analyze = None
-
 RUN_NAME = "demo"
-DEMO_TRACE = "data/demo_trace.json.gz"
-TOP_OPS = 10
+DEMO_TRACE = "data/nccl.json.gz"
+HTML_NAME = "demo.html"
+OVERLAY_NAME = "demo-overlay.json.gz"
+TOP = 10
 
 
-def run_demo(db: str | None) -> None:
-    """Ingest the bundled trace into `db` (a temporary database when None) and summarise it."""
+def run_demo(db: str | None, out_dir: str | None = None, trace: str | None = None) -> None:
+    """Ingest the trace into `db` (a temporary database when None), print the comparison and
+    write the report and overlay into `out_dir` (default: the current folder)."""
+    out = Path(out_dir or ".")
+    if not out.is_dir():
+        raise CtdaError(f"{out}: no such folder")
     with ExitStack() as stack:
-        trace = stack.enter_context(resources.as_file(resources.files("warehouse") / DEMO_TRACE))
+        trace_path = Path(trace) if trace else stack.enter_context(
+            resources.as_file(resources.files("warehouse") / DEMO_TRACE))
         db_path = Path(db) if db else _temporary_db(stack)
-        con = connect(db_path)
-        stack.callback(con.close)
-        _ingest_demo(con, trace)
-        run_id = _run_holding(con, trace)
-        _print_summary(con, run_id)
-        _print_critical_path(con, run_id)
+        wh = stack.enter_context(Warehouse(db_path))
+        _ingest_demo(wh, trace_path)
+        run_id, run_name = _run_holding(wh, trace_path)
+        _print_summary(wh, run_id)
+        wh.analyze(run=run_name)
+        _print_comparison(wh, run_id)
+        _write_files(wh, run_name, out)
         if db is None:
             print("(temporary database, removed on exit; pass --db FILE to keep it)")
 
@@ -47,52 +54,44 @@ def _temporary_db(stack: ExitStack) -> Path:
     return Path(folder) / "demo.duckdb"
 
 
-def _ingest_demo(con, trace: Path) -> None:
-    result = ingest(con, [trace], run_name=RUN_NAME, show_progress=False)
+def _ingest_demo(wh: Warehouse, trace: Path) -> None:
+    result = wh.ingest([trace], run=RUN_NAME)
     for line in result.loaded:
         print(f"ingested {line}")
     for line in result.skipped:
         print(f"note: {line}")
 
 
-def _run_holding(con, trace: Path) -> int:
-    """The run that holds the demo trace (an earlier ingest may have named it differently)."""
+def _run_holding(wh: Warehouse, trace: Path) -> tuple[int, str]:
+    """The run that holds the trace (an earlier ingest may have named it differently)."""
     digest = hashlib.sha256(trace.read_bytes()).hexdigest()
-    return con.execute("SELECT run_id FROM traces WHERE file_sha256 = ?", [digest]).fetchone()[0]
+    return wh.sql("SELECT run_id, name FROM traces JOIN runs USING (run_id) WHERE file_sha256 = $d",
+                  {"d": digest}).fetchall()[0]
 
 
-def _print_summary(con, run_id: int) -> None:
-    _print_query(con, "demo/run_overview.sql", {"run_id": run_id}, "Run")
-    _print_query(con, "demo/top_ops.sql", {"run_id": run_id, "top": TOP_OPS},
-                 f"Top {TOP_OPS} ops by total time (time-summing view)")
+def _print_summary(wh: Warehouse, run_id: int) -> None:
+    _print_query(wh, "demo/run_overview.sql", {"run_id": run_id}, "Run")
+    _print_query(wh, "demo/top_ops.sql", {"run_id": run_id, "top": TOP},
+                 f"Top {TOP} ops by total time (the time-summing view: long, but do they decide step time?)")
 
 
-def _print_query(con, sql_name: str, params: dict, title: str) -> None:
-    cursor = con.execute(sqlfiles.load(sql_name), params)
-    columns = [d[0] for d in cursor.description]
+def _print_comparison(wh: Warehouse, run_id: int) -> None:
+    _print_query(wh, "demo/hotspots_side_by_side.sql", {"run_id": run_id, "top": TOP},
+                 "hotspots: counted time on the critical path, ctda (threads linked) beside "
+                 "per_thread (threads apart, as other tools do)")
+    _print_query(wh, "demo/cpcr_side_by_side.sql", {"run_id": run_id},
+                 "cpcr: the share of each step the critical path explains")
+
+
+def _print_query(wh: Warehouse, sql_name: str, params: dict, title: str) -> None:
+    result = wh.sql(sqlfiles.load(sql_name), params)
     print(f"\n{title}")
-    print(render(columns, cursor.fetchall(), "table"))
+    print(render(list(result.columns), result.fetchall(), "table"))
 
 
-# ---- critical path (once warehouse.analyze exists) --------------------------------------
-
-def _print_critical_path(con, run_id: int) -> None:
-    if analyze is None:
-        print("\nCritical-path analysis is not available in this build yet "
-              "(warehouse.analyze is missing); hotspots and cpcr will appear here.")
-        return
-    run_name = con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]
-    analyze(con, run=run_name, method="all", window_prefix=None, show_progress=False)
-    for report_name in ("hotspots", "cpcr"):
-        _print_report(con, report_name, run_name)
-
-
-def _print_report(con, report_name: str, run_name: str) -> None:
-    from .reports import find_report, run_report
-
-    report = find_report(report_name)
-    wanted = {"run": run_name, "top": str(TOP_OPS)}
-    given = {p.name: wanted[p.name] for p in report.params if p.name in wanted}
-    cursor = run_report(con, report, given)
-    print(f"\n{report_name}: {report.description}")
-    print(render([d[0] for d in cursor.description], cursor.fetchall(), "table"))
+def _write_files(wh: Warehouse, run_name: str, out: Path) -> None:
+    report = wh.export_html(out / HTML_NAME, run=run_name)
+    overlay = wh.export_overlay(out / OVERLAY_NAME, run=run_name, methods="all")
+    print(f"\nwrote {report['path']}: the report with plots; open it in any browser (no network needed)")
+    print(f"wrote {overlay['path']}: the trace with the ctda path marked ({overlay['added']:,} events "
+          "added); open it in https://ui.perfetto.dev (Open trace file) or chrome://tracing (Load)")

@@ -61,14 +61,22 @@ class Report:
     source: str
     params: list[Param] = field(default_factory=list)
 
-    def bind(self, given: dict[str, str]) -> dict[str, object]:
-        """Declared parameters with the user's values (converted) over the defaults."""
+    def bind(self, given: dict[str, object]) -> dict[str, object]:
+        """Declared parameters with the user's values over the defaults: text (from the command
+        line) is converted to the declared type, Python values (from the API) pass as they are."""
         known = {p.name: p for p in self.params}
         unknown = sorted(set(given) - set(known))
         if unknown:
             choices = ", ".join(known) or "none"
             raise CtdaError(f"report {self.name} has no parameter {unknown[0]!r} (parameters: {choices})")
-        return {p.name: p.convert(given[p.name]) if p.name in given else p.default for p in self.params}
+        return {p.name: _given_or_default(p, given) for p in self.params}
+
+
+def _given_or_default(param: Param, given: dict[str, object]):
+    if param.name not in given:
+        return param.default
+    value = given[param.name]
+    return param.convert(value) if isinstance(value, str) else value
 
 
 def parse_report(text: str, source: str, fallback_name: str) -> Report:
@@ -136,6 +144,11 @@ def find_report(name: str, extra_folders: list[Path] | None = None) -> Report:
     return reports[name]
 
 
-def run_report(con, report: Report, given: dict[str, str]):
-    """Execute the report with bound parameters; returns the DuckDB relation result."""
+def run_report(con, report: Report, given: dict[str, object]):
+    """Execute the report with bound parameters; returns the DuckDB cursor."""
     return con.execute(report.sql, report.bind(given))
+
+
+def report_relation(con, report: Report, given: dict[str, object]):
+    """The report as a DuckDB relation with bound parameters (.df(), .arrow(), .pl())."""
+    return con.sql(report.sql, params=report.bind(given))

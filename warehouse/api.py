@@ -1,0 +1,156 @@
+"""The Python API: one `Warehouse` object for notebooks and scripts; the CLI and the shell
+call the same methods.
+
+    from warehouse import Warehouse
+    with Warehouse("ctda.duckdb") as wh:
+        wh.ingest(["traces/job42/"], run="job42", meta={"batch_size": 64})
+        wh.analyze(run="job42")
+        wh.report("cpcr", run="job42").df()
+
+Results that are tables come back as DuckDB relations, so `.df()`, `.arrow()`, `.pl()`,
+`.fetchall()` all work; they read the open database, so use them before `close()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import duckdb
+
+from .connection import connect, resolve_db_path
+from .errors import CtdaError
+from .ingest import IngestResult
+
+
+class Warehouse:
+    """A ctda-sql database: ingest traces, analyse critical paths, run reports and SQL, export.
+
+    db: the database file (default: $CTDA_DB, else ./ctda.duckdb); ":memory:" works too.
+    read_only: open without write access (reports and SQL only; several readers may share it).
+    udfs_for: register only the Python UDFs this SQL names (one-shot commands start faster);
+    None registers them all.
+    safe: SQL can read or write no file but the warehouse (for warehouses shared with others)."""
+
+    def __init__(self, db: str | Path | None = None, *, read_only: bool = False,
+                 udfs_for: str | None = None, safe: bool = False):
+        self.path = Path(db) if db is not None else resolve_db_path(None)
+        self.read_only = read_only
+        self.safe = safe
+        self._udfs_for = udfs_for
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._owns_connection = True
+
+    @classmethod
+    def on_connection(cls, con: duckdb.DuckDBPyConnection, path: str | Path = ":memory:") -> Warehouse:
+        """A Warehouse over a connection already open (the shell's); close() leaves it open."""
+        wh = cls(path)
+        wh._con, wh._owns_connection = con, False
+        return wh
+
+    # ---- connection ---------------------------------------------------------------------
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB connection (opened on first use)."""
+        if self._con is None:
+            self._con = connect(self.path, read_only=self.read_only, for_sql=self._udfs_for, safe=self.safe)
+        return self._con
+
+    def close(self) -> None:
+        if self._con is not None and self._owns_connection:
+            self._con.close()
+        self._con = None
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.read_only else "read-write"
+        return f"Warehouse({str(self.path)!r}, {mode})"
+
+    # ---- loading and analysis ------------------------------------------------------------
+
+    def ingest(self, paths, run: str | None = None, meta: dict | None = None,
+               replace: bool = False, show_progress: bool = False) -> IngestResult:
+        """Load trace files or folders of rank files as one run, all or nothing."""
+        from .ingest import ingest
+
+        if isinstance(paths, (str, Path)):
+            paths = [paths]
+        # ingest refreshes run_meta inside its transaction: new meta keys become columns
+        return ingest(self.con, list(paths), run_name=run, meta=meta, replace=replace,
+                      show_progress=show_progress)
+
+    def analyze(self, run: str | None = None, method: str = "all", window: str | None = None,
+                wait_gap_us: float | None = None, split_starved: bool = True,
+                show_progress: bool = False) -> str:
+        """Build nodes, edges and critical_path for every step of every rank (of `run`);
+        returns the summary (windows, nodes, mean CPCR per method)."""
+        from .analyze import AnalysisSettings, analyze
+
+        settings = AnalysisSettings(split_starved=split_starved)
+        if wait_gap_us is not None:
+            if wait_gap_us < 0:
+                raise CtdaError(f"wait_gap_us must be >= 0, got {wait_gap_us}")
+            settings = replace(settings, wait_gap_us=float(wait_gap_us))
+        return analyze(self.con, run=run, method=method, window_prefix=window,
+                       show_progress=show_progress, settings=settings)
+
+    def load_experiments(self, path: str | Path, key: str) -> int:
+        """Load experiment metadata (csv, json, parquet) keyed by run name into `experiments`;
+        returns the number of rows loaded."""
+        from .experiments import load_experiments
+
+        return load_experiments(self.con, Path(path), key)
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def report(self, name: str, /, reports_dirs: list[str | Path] | None = None,
+               **params) -> duckdb.DuckDBPyRelation:
+        """A saved report (see `reports()`) with its parameters bound, as a relation."""
+        from .reports import find_report, report_relation
+
+        found = find_report(name, [Path(d) for d in reports_dirs or []])
+        return report_relation(self.con, found, params)
+
+    def reports(self, reports_dirs: list[str | Path] | None = None) -> duckdb.DuckDBPyRelation:
+        """The saved reports: name, description, params."""
+        from .reports import all_reports
+
+        import pyarrow as pa
+
+        found = all_reports([Path(d) for d in reports_dirs or []]).values()
+        return self.con.from_arrow(pa.table({
+            "name": [r.name for r in found],
+            "description": [r.description for r in found],
+            "params": [", ".join(f"{p.name} {p.type}" for p in r.params) for r in found],
+        }))
+
+    def sql(self, text: str, params: dict | list | None = None) -> duckdb.DuckDBPyRelation | None:
+        """One SQL statement with bound parameters; a relation for queries, None for others."""
+        if not text or not text.strip():
+            raise CtdaError("no SQL given")
+        return self.con.sql(text, params=params)
+
+    # ---- exports -------------------------------------------------------------------------
+
+    def export_overlay(self, path: str | Path, run: str, rank: int | None = None,
+                       methods: tuple[str, ...] | list[str] | str = ("ctda",)) -> dict:
+        """Write the run's trace (one rank, or all ranks with a process per rank) with the
+        critical path marked, for Perfetto UI and chrome://tracing; returns counts."""
+        from .export import write_overlay
+
+        if isinstance(methods, str):
+            methods = [methods]
+        return write_overlay(self.con, Path(path), run, rank, list(methods))
+
+    def export_html(self, path: str | Path, run: str, step: int | None = None,
+                    rank: int | None = None) -> dict:
+        """Write one self-contained HTML report of the run with plots; returns what it holds."""
+        from .report_html import write_html
+
+        return write_html(self.con, Path(path), run, step=step, rank=rank)

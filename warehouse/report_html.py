@@ -1,0 +1,309 @@
+"""`ctda-sql export html`: one self-contained HTML report of a run, with plotly charts.
+
+plotly, because its figures are built from columns in Python with no server and no
+notebook, and `plotly.offline.get_plotlyjs()` gives the whole JavaScript library to inline
+(one file, no network when opened); its bar traces take a `base`, which makes the Gantt chart
+a plain horizontal bar chart. The data come from the saved `cpcr` report and
+sql/export/html_*.sql; this module only shapes columns into figures.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+
+from . import sqlfiles
+from .errors import CtdaError
+
+METHODS = ("ctda", "per_thread")
+PHASE_COLORS = {
+    "DataLoad": "#8c564b", "Forward": "#1f77b4", "Loss": "#17becf", "Backward": "#ff7f0e",
+    "Communication": "#d62728", "Update": "#2ca02c", "Other": "#7f7f7f", "cpu": "#9467bd",
+    "gpu": "#e377c2",
+}
+# the cpcr report's split of a step: counted time first, then where the rest went
+STEP_SPLIT = (
+    ("path_us", "on the path (counted)", "#2ca02c"),
+    ("cpu_gap_us", "CPU gaps in path nodes", "#ff9896"),
+    ("gpu_idle_us", "GPU idle in path nodes", "#c5b0d5"),
+    ("launch_delay_us", "launch delay", "#ffbb78"),
+    ("between_nodes_us", "between path nodes", "#9edae5"),
+    ("slack_before_us", "slack before the first node", "#dbdb8d"),
+    ("slack_after_us", "slack after the last node", "#c7c7c7"),
+)
+HOTSPOTS_PER_PHASE = 5
+PATH_COLORS = {"ctda": "#d62728", "per_thread": "#1f77b4"}
+EDGE_COLORS = {"cross_thread": "#9467bd", "sync": "#8c564b"}
+
+
+def write_html(con, path: Path, run: str, step: int | None = None, rank: int | None = None) -> dict:
+    """Write the report of `run`; the Gantt shows `step` of `rank` (default: the slowest step)."""
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise CtdaError(f"{path}: the report file name must end in .html")
+    if not path.parent.is_dir():
+        raise CtdaError(f"{path.parent}: no such folder")
+    run_id = _run_id(con, run)
+    steps = _columns(con, "export/html_steps.sql", {"run_id": run_id})
+    if not len(steps["step"]):
+        raise CtdaError(f"run {run!r} has no critical path yet; run `ctda-sql analyze --run {run}` first")
+    gantt_rank, gantt_step = _gantt_step(steps, rank, step)
+    cpcr = _cpcr(con, run)
+    sections = [
+        ("Critical-path coverage per step", _CPCR_TEXT, cpcr_figure(cpcr)),
+        ("Top hotspots per phase", _HOTSPOTS_TEXT,
+         hotspots_figure(_columns(con, "export/html_hotspots_by_phase.sql",
+                                  {"run_id": run_id, "top": HOTSPOTS_PER_PHASE}))),
+        (f"Rank {gantt_rank}, step {gantt_step}: nodes on CPU threads and GPU streams", _GANTT_TEXT,
+         gantt_figure(_columns(con, "export/html_gantt_nodes.sql", ids := {
+             "run_id": run_id, "rank": gantt_rank, "step": gantt_step}),
+             _columns(con, "export/html_gantt_edges.sql", ids))),
+        ("Path composition: ctda beside per_thread, per rank", _COMPOSITION_TEXT,
+         composition_figure(_columns(con, "export/html_path_by_phase.sql", {"run_id": run_id}))),
+    ]
+    ranks = sorted(set(steps["rank"].tolist()))
+    if len(ranks) > 1:
+        sections.append(("Step time per rank", _RANKS_TEXT, step_time_figure(steps)))
+    path.write_text(_page(run, ranks, steps, cpcr, sections), encoding="utf-8")
+    return {"path": str(path), "run": run, "charts": len(sections), "ranks": ranks,
+            "gantt_rank": gantt_rank, "gantt_step": gantt_step}
+
+
+# ---- data --------------------------------------------------------------------------------
+
+def _run_id(con, run: str) -> int:
+    rows = con.execute("SELECT run_id FROM runs WHERE name = ?", [run]).fetchall()
+    if not rows:
+        names = [r[0] for r in con.execute("SELECT name FROM runs ORDER BY name").fetchall()]
+        raise CtdaError(f"no run named {run!r}; runs: {', '.join(names) or 'none (ingest first)'}")
+    return rows[0][0]
+
+
+def _columns(con, sql_name: str, params: dict) -> dict[str, np.ndarray]:
+    return con.sql(sqlfiles.load(sql_name), params=params).fetchnumpy()
+
+
+def _cpcr(con, run: str) -> dict[str, np.ndarray]:
+    from .reports import find_report, report_relation
+
+    return report_relation(con, find_report("cpcr"), {"run": run, "top": 1_000_000}).fetchnumpy()
+
+
+def _gantt_step(steps: dict, rank: int | None, step: int | None) -> tuple[int, int]:
+    """The slowest analysed step (of `rank` when given), or the one asked for."""
+    chosen = np.ones(len(steps["step"]), dtype=bool)
+    if rank is not None:
+        chosen &= steps["rank"] == rank
+    if step is not None:
+        chosen &= steps["step"] == step
+    if not chosen.any():
+        where = " ".join(f"{k} {v}" for k, v in (("rank", rank), ("step", step)) if v is not None)
+        known = sorted({f"{r}/{s}" for r, s in zip(steps["rank"].tolist(), steps["step"].tolist())})
+        raise CtdaError(f"no analysed {where} in this run; rank/step: {', '.join(known)}")
+    first = int(np.flatnonzero(chosen)[0])  # rows come slowest first
+    return int(steps["rank"][first]), int(steps["step"][first])
+
+
+# ---- figures -----------------------------------------------------------------------------
+
+def _subplots(titles: tuple[str, ...], **kwargs):
+    from plotly.subplots import make_subplots
+
+    return make_subplots(rows=1, cols=len(titles), subplot_titles=titles, **kwargs)
+
+
+def _ms(values) -> np.ndarray:
+    return np.asarray(values, dtype=float) / 1000.0
+
+
+def cpcr_figure(cpcr: dict):
+    """Stacked bars per step and rank: counted time and the remainder split, per method."""
+    import plotly.graph_objects as go
+
+    fig = _subplots(tuple(f"{m}: mean CPCR {_mean(cpcr, m):.2f}" for m in METHODS), shared_yaxes=True)
+    for column, (method) in enumerate(METHODS, start=1):
+        rows = cpcr["method"] == method
+        labels = [f"rank {r} · step {s}" for r, s in zip(cpcr["rank"][rows], cpcr["step"][rows])]
+        for key, name, color in STEP_SPLIT:
+            fig.add_trace(go.Bar(
+                x=labels, y=_ms(cpcr[key][rows]), name=name, marker_color=color,
+                legendgroup=key, showlegend=column == 1,
+                text=[f"CPCR {v:.2f}" for v in cpcr["cpcr"][rows]] if key == "path_us" else None,
+                textposition="inside", hovertemplate=f"{name}: %{{y:.2f}} ms<extra>%{{x}}</extra>",
+            ), row=1, col=column)
+    fig.update_layout(barmode="stack", height=460, legend_orientation="h", legend_y=-0.25)
+    fig.update_yaxes(title_text="ms", row=1, col=1)
+    return fig
+
+
+def _mean(cpcr: dict, method: str) -> float:
+    values = cpcr["cpcr"][cpcr["method"] == method]
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
+def hotspots_figure(hot: dict):
+    """Horizontal bars: the events with the most counted time per phase, per method."""
+    import plotly.graph_objects as go
+
+    fig = _subplots(METHODS, horizontal_spacing=0.32)
+    for column, method in enumerate(METHODS, start=1):
+        rows = hot["method"] == method
+        phases, names = hot["phase"][rows], hot["name"][rows]
+        for phase in dict.fromkeys(phases.tolist()):
+            mine = phases == phase
+            fig.add_trace(go.Bar(
+                y=[f"{phase} · {_short(n)}" for n in names[mine]], x=_ms(hot["path_us"][rows][mine]),
+                orientation="h", name=phase, marker_color=PHASE_COLORS.get(phase, "#7f7f7f"),
+                legendgroup=phase, showlegend=column == 1,
+                customdata=np.stack([names[mine], hot["share_of_path"][rows][mine]], axis=-1),
+                hovertemplate="%{customdata[0]}<br>%{x:.2f} ms on the path "
+                              "(%{customdata[1]:.1%})<extra></extra>",
+            ), row=1, col=column)
+        fig.update_yaxes(autorange="reversed", row=1, col=column)
+    rows_shown = max(int(np.sum(hot["method"] == m)) for m in METHODS) if len(hot["method"]) else 1
+    fig.update_layout(height=max(360, 22 * rows_shown + 120), legend_orientation="h", legend_y=-0.12,
+                      margin={"l": 250})
+    fig.update_xaxes(title_text="ms on the path")
+    return fig
+
+
+def _short(name: str, width: int = 40) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def gantt_figure(nodes: dict, edges: dict):
+    """One step: a lane per CPU thread and GPU stream, path nodes coloured by phase, the
+    rest grey, the per_thread path as a thin blue bar, path hops and cross-thread/sync edges
+    as lines."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    origin = float(np.min(nodes["start_us"])) if len(nodes["start_us"]) else 0.0
+    start, length = _ms(nodes["start_us"] - origin), _ms(nodes["end_us"] - nodes["start_us"])
+    lanes = {int(n): lane for n, lane in zip(nodes["node_id"].tolist(), nodes["lane"].tolist())}
+    hover = np.stack([nodes["label"].astype(object), nodes["phase"].astype(object), length], axis=-1)
+    template = "%{customdata[0]}<br>%{customdata[1]}, %{customdata[2]:.3f} ms<extra></extra>"
+
+    def bars(mask, name, color, width, group=None, show=True):
+        fig.add_trace(go.Bar(
+            y=nodes["lane"][mask], x=np.maximum(length[mask], 1e-4), base=start[mask], orientation="h",
+            name=name, marker_color=color, width=width, customdata=hover[mask],
+            hovertemplate=template, legendgroup=group or name, showlegend=show))
+
+    bars(~nodes["on_ctda"], "not on the ctda path", "rgba(150,150,150,0.45)", 0.6)
+    for phase in dict.fromkeys(nodes["phase"][nodes["on_ctda"]].tolist()):
+        bars(nodes["on_ctda"] & (nodes["phase"] == phase), f"ctda path: {phase}",
+             PHASE_COLORS.get(phase, "#7f7f7f"), 0.6)
+    bars(nodes["on_per_thread"], "per_thread path", PATH_COLORS["per_thread"], 0.18)
+    for what, color, dash, label in (
+            ("ctda", PATH_COLORS["ctda"], "solid", "ctda path hop"),
+            ("per_thread", PATH_COLORS["per_thread"], "dot", "per_thread path hop"),
+            ("cross_thread", EDGE_COLORS["cross_thread"], "dash", "cross-thread edge"),
+            ("sync", EDGE_COLORS["sync"], "dashdot", "sync edge")):
+        mask = (edges["what"] == what) if what in METHODS else ((edges["what"] == "edge") & (edges["type"] == what))
+        x, y = _segments(edges, mask, lanes, origin)
+        if x:
+            fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=label, hoverinfo="skip",
+                                     line={"color": color, "dash": dash, "width": 1.5}))
+    fig.update_layout(barmode="overlay", height=max(320, 60 * len(set(lanes.values())) + 160),
+                      legend_orientation="h", legend_y=-0.2, xaxis_title="ms since the step's first node")
+    fig.update_yaxes(categoryorder="category descending")
+    return fig
+
+
+def _segments(edges: dict, mask, lanes: dict, origin: float) -> tuple[list, list]:
+    """x and y of line segments (None between them) from each source lane to its target lane."""
+    src, dst = edges["src"][mask].tolist(), edges["dst"][mask].tolist()
+    x0, x1 = _ms(edges["from_us"][mask] - origin).tolist(), _ms(edges["to_us"][mask] - origin).tolist()
+    xs, ys = [], []
+    for a, b, s, d in zip(x0, x1, src, dst):
+        if s in lanes and d in lanes:
+            xs += [a, b, None]
+            ys += [lanes[s], lanes[d], None]
+    return xs, ys
+
+
+def composition_figure(by_phase: dict):
+    """Counted time per phase, stacked, for each method and rank side by side."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    labels = np.array([f"{m} · rank {r}" for m, r in zip(by_phase["method"], by_phase["rank"])], dtype=object)
+    for phase in sorted(set(by_phase["phase"].tolist())):
+        mine = by_phase["phase"] == phase
+        fig.add_trace(go.Bar(x=labels[mine], y=_ms(by_phase["path_us"][mine]), name=phase,
+                             marker_color=PHASE_COLORS.get(phase, "#7f7f7f"),
+                             hovertemplate=f"{phase}: %{{y:.2f}} ms<extra>%{{x}}</extra>"))
+    fig.update_layout(barmode="stack", height=420, yaxis_title="ms on the path (all steps)")
+    return fig
+
+
+def step_time_figure(steps: dict):
+    """Step time per rank, grouped by step: stragglers stand out."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for rank in sorted(set(steps["rank"].tolist())):
+        mine = steps["rank"] == rank
+        order = np.argsort(steps["step"][mine])
+        fig.add_trace(go.Bar(x=[f"step {s}" for s in steps["step"][mine][order]],
+                             y=_ms(steps["window_us"][mine][order]), name=f"rank {rank}",
+                             hovertemplate="%{y:.2f} ms<extra>%{x}</extra>"))
+    fig.update_layout(barmode="group", height=380, yaxis_title="step time, ms")
+    return fig
+
+
+# ---- page --------------------------------------------------------------------------------
+
+_CPCR_TEXT = ("Each bar is one step of one rank: green is time the critical path counts; the "
+              "rest is split by cause. ctda links the main and autograd threads; per_thread "
+              "treats threads apart, as tools without cross-thread edges do.")
+_HOTSPOTS_TEXT = (f"The {HOTSPOTS_PER_PHASE} events with the most counted self time on the path "
+                  "in each phase, summed over all steps and ranks.")
+_GANTT_TEXT = ("Every node of the ctda graph (default: the slowest step). Coloured nodes are on "
+               "the ctda path, grey ones are not; the thin blue bars mark the per_thread path. "
+               "Red lines join consecutive ctda path nodes; dashed lines are cross-thread and "
+               "sync edges. Drag to zoom, double-click to reset.")
+_COMPOSITION_TEXT = "Counted time on the path per phase: what each method says decides step time."
+_RANKS_TEXT = "Step time of every rank: a straggler makes every other rank wait at the next collective."
+
+_STYLE = """
+body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 2rem auto;
+       max-width: 1200px; color: #222; padding: 0 1rem; }
+h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
+p.note { color: #555; margin: .2rem 0 .6rem; }
+table.summary { border-collapse: collapse; margin: 1rem 0; }
+table.summary td, table.summary th { border: 1px solid #ddd; padding: .3rem .8rem; text-align: right; }
+table.summary th { background: #f4f4f4; }
+section { border-top: 1px solid #eee; }
+"""
+
+
+def _page(run: str, ranks: list[int], steps: dict, cpcr: dict, sections) -> str:
+    from plotly.offline import get_plotlyjs
+
+    parts = []
+    for index, (title, note, fig) in enumerate(sections):
+        div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{index}",
+                          config={"displaylogo": False, "responsive": True})
+        parts.append(f'<section><h2>{html.escape(title)}</h2><p class="note">{html.escape(note)}</p>'
+                     f"{div}</section>")
+    summary = "".join(
+        f"<tr><th>{m}</th><td>{_mean(cpcr, m):.3f}</td>"
+        f"<td>{float(np.mean(cpcr['path_us'][cpcr['method'] == m])) / 1000:.2f} ms</td></tr>"
+        for m in METHODS if np.any(cpcr["method"] == m))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>ctda-sql: {html.escape(run)}</title>
+<style>{_STYLE}</style>
+<script type="text/javascript">{get_plotlyjs()}</script>
+</head><body>
+<h1>Critical path of run {html.escape(run)}</h1>
+<p class="note">{len(ranks)} rank(s), {len(steps['step'])} analysed step(s); mean step
+{float(np.mean(steps['window_us'])) / 1000:.2f} ms. Made by ctda-sql (CTDA-CPA).</p>
+<table class="summary"><tr><th>method</th><th>mean CPCR</th><th>mean time on the path per step</th></tr>
+{summary}</table>
+{''.join(parts)}
+</body></html>
+"""
