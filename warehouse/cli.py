@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 
 from . import __version__
+from .cli_whatif import add_parser as _add_whatif
 from .connection import connect, resolve_db_path
 from .errors import CtdaError
 from .output import FORMATS, render
@@ -164,7 +165,7 @@ def build_parser(shell_help: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ctda-sql {__version__}")
     parser.add_argument("--db", help="database file (default: $CTDA_DB or ./ctda.duckdb)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_ingest, _add_analyze, _add_report, _add_query, _add_meta, _add_demo, _add_shell):
+    for add in (_add_ingest, _add_analyze, _add_whatif, _add_report, _add_query, _add_meta, _add_demo, _add_shell):
         add(sub)
     if shell_help:  # the dot commands, described by the layer that defines them
         sub.choices["shell"].epilog = shell_help
