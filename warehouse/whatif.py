@@ -19,6 +19,10 @@ from .errors import CtdaError
 
 PREPARE = ("05_rules.sql", "10_scope.sql", "20_collectives.sql", "30_work_factors.sql", "40_graph.sql")
 ALGORITHMS = ("ring", "tree", "coherent")
+# a CPU thread of the graph idle this long waited for another thread when that thread's work
+# ended at most HANDOFF_US before it resumed (hand-offs take 0.2-3 ms, docs/whatif.md)
+MIN_WAIT_US = 500.0
+HANDOFF_US = 3000.0
 STEP_COLUMNS = ["run", "rank", "step", "measured_us", "replay_us", "predicted_us", "speedup"]
 HOTSPOT_COLUMNS = ["kind", "label", "nodes", "measured_us", "predicted_us"]
 
@@ -128,6 +132,7 @@ def _prepare(con, params: dict, scenario: Scenario) -> None:
         "rule_factors": [float(s.factor) for s in scenario.scales],
         "network_changed": scenario.network_changed, "bandwidth_scale": float(scenario.bandwidth_scale),
         "latency_us": scenario.latency_us, "algorithm": scenario.allreduce, "world_size": scenario.world_size,
+        "min_wait_us": MIN_WAIT_US, "handoff_us": HANDOFF_US,
     }
     for stage in PREPARE:
         _execute(con, f"whatif/{stage}", values)
