@@ -4,7 +4,11 @@ to validate `ctda-sql whatif` against measured truth (tests/test_whatif_pairs.py
 Run with a Python that has torch (never a project dependency):
     /work/torch-venv/bin/python scripts/record_whatif_pairs.py [--out tests/data/whatif]
 
-Each variant is recorded 3 times (run-to-run noise), 3 profiled ProfilerSteps each:
+The committed traces were recorded on an idle 16-core machine (torch 2.11, CPU activities
+only) pinned to two cores: `taskset -c 2,3 python3 scripts/record_whatif_pairs.py`; on a busy
+machine the run-to-run spread grows past the effects being measured.
+
+Each variant is recorded 3 times (run-to-run noise), 5 profiled ProfilerSteps each:
   stall20 / stall10 / stall0   a data-loading stall of 20, 10, 0 ms in record_function("data_loading")
   compute200 / compute100      a compute region of N and N/2 matmuls in record_function("compute")
   loader15 / loader0           a background loader thread (15 ms stall, or none) feeding the main
@@ -114,10 +118,10 @@ def record(variant: str, out: Path) -> None:
               if variant.startswith("loader") else None)
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
-        with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3),
+        with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=5),
                      on_trace_ready=lambda p: p.export_chrome_trace(str(raw)),
                      experimental_config=config) as prof:
-            for _ in range(5):
+            for _ in range(7):
                 step()
                 prof.step()
         with raw.open("rb") as src, gzip.open(out, "wb", compresslevel=9) as dst:
