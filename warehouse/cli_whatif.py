@@ -9,7 +9,7 @@ from statistics import mean
 from .connection import connect, resolve_db_path
 from .errors import CtdaError
 from .output import FORMATS, render
-from .whatif import ALGORITHMS, HOTSPOT_COLUMNS, STEP_COLUMNS, Scenario, event_categories, parse_scale, whatif
+from .whatif_changes import ALGORITHMS, Scenario, parse_scale
 
 # --sweep KEY -> Scenario field and how its values are read
 SWEEP_KEYS = {
@@ -82,6 +82,8 @@ def parse_shell_words(words: list[str]) -> argparse.Namespace:
 
 def run(con, args) -> list[tuple[list[str], list[tuple]]]:
     """The tables to print: steps (or one row per sweep value), then the path's hotspots."""
+    from .whatif import HOTSPOT_COLUMNS, STEP_COLUMNS, whatif
+
     scenario = scenario_from_args(con, args)
     where = {"run": args.run, "rank": args.rank, "step": args.step}
     if not args.sweep:
@@ -100,6 +102,8 @@ def run(con, args) -> list[tuple[list[str], list[tuple]]]:
 
 
 def scenario_from_args(con, args) -> Scenario:
+    from .whatif import event_categories
+
     categories = event_categories(con) if args.scale else set()
     return Scenario(scales=tuple(parse_scale(text, categories) for text in args.scale),
                     bandwidth_scale=args.comm_bandwidth_scale, latency_us=args.comm_latency_us,

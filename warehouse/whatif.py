@@ -6,7 +6,6 @@ in dependency order (one numpy step per position in the window's node order)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import duckdb
@@ -16,9 +15,9 @@ import pyarrow as pa
 from . import sqlfiles
 from .analyze import _run_id
 from .errors import CtdaError
+from .whatif_changes import Scale, Scenario  # noqa: F401  (part of this module's API)
 
 PREPARE = ("05_rules.sql", "10_scope.sql", "20_collectives.sql", "30_work_factors.sql", "40_graph.sql")
-ALGORITHMS = ("ring", "tree", "coherent")
 # a CPU thread of the graph idle this long waited for another thread when that thread's work
 # ended at most HANDOFF_US before it resumed (hand-offs take 0.2-3 ms, docs/whatif.md)
 MIN_WAIT_US = 500.0
@@ -27,68 +26,10 @@ STEP_COLUMNS = ["run", "rank", "step", "measured_us", "replay_us", "predicted_us
 HOTSPOT_COLUMNS = ["kind", "label", "nodes", "measured_us", "predicted_us"]
 
 
-@dataclass(frozen=True)
-class Scale:
-    """--scale [CATEGORY:]PATTERN=FACTOR: globs on event category and name."""
-    name_glob: str
-    factor: float
-    category_glob: str | None = None
-
-
-@dataclass(frozen=True)
-class Scenario:
-    scales: tuple[Scale, ...] = ()
-    bandwidth_scale: float = 1.0
-    latency_us: float | None = None
-    allreduce: str | None = None
-    world_size: int | None = None
-
-    @property
-    def network_changed(self) -> bool:
-        return (self.bandwidth_scale != 1.0 or self.latency_us is not None
-                or self.allreduce is not None or self.world_size is not None)
-
-    def as_json(self) -> str:
-        return json.dumps({
-            "scale": [{"category": s.category_glob, "pattern": s.name_glob, "factor": s.factor}
-                      for s in self.scales],
-            "comm_bandwidth_scale": self.bandwidth_scale, "comm_latency_us": self.latency_us,
-            "allreduce": self.allreduce, "world_size": self.world_size,
-        })
-
-    def validate(self) -> None:
-        if any(s.factor < 0 for s in self.scales):
-            raise CtdaError("a --scale factor must be 0 or more (0 removes the work)")
-        if self.bandwidth_scale <= 0:
-            raise CtdaError("--comm-bandwidth-scale must be more than 0")
-        if self.latency_us is not None and self.latency_us < 0:
-            raise CtdaError("--comm-latency-us must be 0 or more")
-        if self.allreduce is not None and self.allreduce not in ALGORITHMS:
-            raise CtdaError(f"--allreduce must be one of {', '.join(ALGORITHMS)}")
-        if self.world_size is not None and self.world_size < 1:
-            raise CtdaError("--world-size must be 1 or more")
-
-
 @dataclass
 class WhatIfResult:
     steps: list[tuple] = field(default_factory=list)      # STEP_COLUMNS
     hotspots: list[tuple] = field(default_factory=list)   # HOTSPOT_COLUMNS
-
-
-def parse_scale(text: str, categories: set[str]) -> Scale:
-    """'kernel:*gemm*=0.5' -> Scale; the prefix before ':' is a category only when it names one
-    (or is a glob), so 'nccl:all_reduce' and 'aten::mm' stay whole names."""
-    pattern, sep, factor_text = text.rpartition("=")
-    if not sep or not pattern:
-        raise CtdaError(f"--scale {text!r} must look like PATTERN=FACTOR, e.g. 'aten::mm=0.5'")
-    try:
-        factor = float(factor_text)
-    except ValueError:
-        raise CtdaError(f"--scale {text!r}: factor {factor_text!r} is not a number") from None
-    prefix, colon, rest = pattern.partition(":")
-    if colon and rest and not rest.startswith(":") and (prefix in categories or "*" in prefix):
-        return Scale(rest, factor, prefix)
-    return Scale(pattern, factor)
 
 
 def event_categories(con) -> set[str]:
@@ -169,7 +110,6 @@ def _forward_pass(nodes: dict, edges: dict, first: np.ndarray) -> tuple[np.ndarr
     offset + kept slack); a node without predecessors keeps its lead from the window start.
     Edges point forward in node order, so handling all windows' k-th nodes together is exact."""
     start = np.where(nodes["has_predecessor"], -np.inf, np.asarray(nodes["lead_us"], dtype=float))
-    duration = np.asarray(nodes["duration_us"], dtype=float)
     window_first = first[np.asarray(edges["window_index"], dtype=np.int64)]
     src = window_first + np.asarray(edges["src_seq"], dtype=np.int64)
     dst = window_first + np.asarray(edges["dst_seq"], dtype=np.int64)
@@ -183,7 +123,6 @@ def _forward_pass(nodes: dict, edges: dict, first: np.ndarray) -> tuple[np.ndarr
     best_source = np.full(len(start), -1, dtype=np.int64)
     binding = np.isclose(allowed, start[dst], rtol=0, atol=1e-6)
     best_source[dst[binding]] = src[binding]
-    del duration
     return start, best_source
 
 
