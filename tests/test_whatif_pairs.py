@@ -74,6 +74,6 @@ def test_removing_the_loader_stall_saves_only_what_was_not_overlapped(pairs):
 
 
 def test_the_queue_wait_is_inferred_and_flagged(pairs):
-    whatif(pairs, run="loader15-r1", persist=False)
+    whatif(pairs, run="loader15-r1", scenario=CASES["loader stall removed"].scenario, persist=False)
     flagged = pairs.execute("SELECT count(*), bool_and(inferred) FROM wi_inferred_waits").fetchone()
     assert flagged[0] >= 3 and flagged[1]

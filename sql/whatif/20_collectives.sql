@@ -1,5 +1,6 @@
 -- Collectives of the selected runs with their message size and group size, and the
--- alpha-beta fit per run and collective (written to comm_model).
+-- alpha-beta fit per run and collective (written to comm_model), for scenarios that change
+-- the network.
 
 CREATE OR REPLACE TEMP MACRO wi_dtype_bytes(dtype) AS
     CASE lower(replace(dtype, 'c10::', ''))
@@ -34,11 +35,11 @@ CREATE OR REPLACE TEMP MACRO wi_latency_steps(collective, n, algorithm) AS
 -- from the `nccl:*` annotation around the call that launched it (Input Dims x Input type).
 CREATE OR REPLACE TEMP TABLE wi_collectives AS
 WITH run_ranks AS (
-    SELECT run_id, count(DISTINCT rank) AS ranks FROM events WHERE $run_id IS NULL OR run_id = $run_id GROUP BY ALL
+    SELECT run_id, count(*) AS ranks FROM traces WHERE $run_id IS NULL OR run_id = $run_id GROUP BY ALL
 ),
 comm_kernels AS (
     SELECT e.* FROM events AS e
-    WHERE e.ph = 'X' AND is_gpu_work(e.cat) AND e.dur_us > 0 AND e.name ILIKE 'nccl%'
+    WHERE $network_changed AND e.ph = 'X' AND is_gpu_work(e.cat) AND e.dur_us > 0 AND e.name ILIKE 'nccl%'
       AND ($run_id IS NULL OR e.run_id = $run_id)
 ),
 described AS (

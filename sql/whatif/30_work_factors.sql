@@ -22,12 +22,12 @@ FROM modelled WHERE before_us > 0;
 
 CREATE OR REPLACE TEMP TABLE wi_event_factors AS
 WITH scoped AS (
-    SELECT e.run_id, e.rank, e.event_id, e.name, e.cat, e.ts_us, e.end_us,
-           CASE WHEN is_gpu_work(e.cat) THEN 'gpu/' || e.stream ELSE 'cpu/' || e.pid || '/' || e.tid END AS lane
+    SELECT e.run_id, e.rank, e.event_id, e.name, e.cat
     FROM events AS e
     WHERE e.ph = 'X' AND e.dur_us > 0 AND (is_gpu_work(e.cat) OR NOT is_device_category(e.cat))
       AND NOT starts_with(e.name, 'ProfilerStep#')
       AND (e.run_id, e.rank) IN (SELECT DISTINCT run_id, rank FROM wi_windows)
+      AND EXISTS (SELECT 1 FROM wi_rules)
 ),
 by_rule AS (
     SELECT s.run_id, s.rank, s.event_id, arg_max(r.factor, r.seq) AS factor
@@ -35,13 +35,18 @@ by_rule AS (
     JOIN wi_rules AS r
         ON s.name GLOB r.name_glob AND (r.cat_glob IS NULL OR s.cat GLOB r.cat_glob)
     GROUP BY ALL
+),
+changed AS (
+    SELECT run_id, rank, event_id, coalesce(r.factor, 1.0) * coalesce(c.factor, 1.0) AS factor
+    FROM by_rule AS r
+    FULL JOIN wi_comm_factors AS c USING (run_id, rank, event_id)
 )
-SELECT s.run_id, s.rank, s.lane, s.event_id, s.ts_us, s.end_us,
-       coalesce(r.factor, 1.0) * coalesce(c.factor, 1.0) AS factor
-FROM scoped AS s
-LEFT JOIN by_rule AS r USING (run_id, rank, event_id)
-LEFT JOIN wi_comm_factors AS c USING (run_id, rank, event_id)
-WHERE r.factor IS NOT NULL OR c.factor IS NOT NULL;
+-- lanes are named only for the changed events
+SELECT e.run_id, e.rank,
+       CASE WHEN is_gpu_work(e.cat) THEN 'gpu/' || e.stream ELSE 'cpu/' || e.pid || '/' || e.tid END AS lane,
+       e.event_id, e.ts_us, e.end_us, c.factor
+FROM changed AS c
+JOIN events AS e USING (run_id, rank, event_id);
 
 -- Outermost changed stretches per lane (an event inside a changed one follows its factor);
 -- `removed_before_us` is the time removed on the lane before the stretch starts (recomputed
@@ -67,12 +72,17 @@ FROM stretches;
 -- work on another thread of the rank ended waited for that work. The wait shortens by as much
 -- as the producer's work moved earlier relative to the waiting thread (never below zero).
 CREATE OR REPLACE TEMP TABLE wi_inferred_waits AS
-WITH lanes AS (
+-- only a producer whose own lane changed can shorten a wait
+WITH changed_lanes AS (
+    SELECT DISTINCT run_id, rank, lane FROM wi_work_shrink WHERE starts_with(lane, 'cpu/')
+),
+lanes AS (
     SELECT DISTINCT w.run_id, w.rank, w.step, w.start_us AS window_start_us, w.end_us AS window_end_us,
            n.pid, n.tid
     FROM wi_windows AS w
     JOIN nodes AS n USING (run_id, rank, step)
     WHERE n.method = 'ctda' AND n.kind = 'cpu'
+      AND (w.run_id, w.rank) IN (SELECT run_id, rank FROM changed_lanes)
 ),
 lane_ops AS (
     SELECT l.run_id, l.rank, l.window_start_us, l.pid, l.tid, e.ts_us,
@@ -94,6 +104,7 @@ SELECT g.run_id, g.rank, 'cpu/' || g.pid || '/' || g.tid AS lane, g.window_start
 FROM gaps AS g
 JOIN events AS p
     ON p.run_id = g.run_id AND p.rank = g.rank AND p.ph = 'X' AND NOT is_device_category(p.cat)
+   AND (p.run_id, p.rank, 'cpu/' || p.pid || '/' || p.tid) IN (SELECT run_id, rank, lane FROM changed_lanes)
    AND (p.pid, p.tid) <> (g.pid, g.tid) AND NOT starts_with(p.name, 'ProfilerStep#')
    AND p.end_us > g.idle_from_us AND p.end_us <= g.ts_us AND p.end_us >= g.ts_us - $handoff_us
 GROUP BY ALL;
