@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_scale import prepare_job
+from bench_scale import add_job_arguments, prepare_job
 from common import fmt_s, median, print_table
 
 TARGET_S = 5.0
@@ -28,10 +28,7 @@ def main() -> int:
     from warehouse.whatif import Scale, Scenario, whatif
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ranks", type=int, default=16)
-    parser.add_argument("--events", type=int, default=500_000, help="events per rank (approximate)")
-    parser.add_argument("--base", default="ns_resolution")
-    parser.add_argument("--job-dir", help="keep the synthesized job here and reuse it next time")
+    add_job_arguments(parser)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     job_dir, _, events = prepare_job(args)
