@@ -152,3 +152,9 @@ def test_doubling_bandwidth_shortens_a_step_by_at_most_its_communication_on_the_
             shared, run=run, scenario=Scenario(bandwidth_scale=2.0), persist=False).steps:
         assert faster <= replay + 1e-6
         assert replay - faster <= comm_on_path.get((rank, step), 0.0) + 1e-6
+
+
+def test_whatif_before_analyze_says_what_to_run(tmp_path, run_cli):
+    assert run_cli("ingest", "-q", str(cpu_then_gpu_trace(tmp_path))).code == 0
+    result = run_cli("whatif")
+    assert result.code == 1 and result.err == "error: no analysed steps match; run `ctda-sql analyze` first (method ctda)\n"
