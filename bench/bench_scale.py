@@ -193,12 +193,17 @@ def time_reports(db: Path, cli: bool) -> list[dict]:
     return results
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_job_arguments(parser) -> None:
+    """The options that say which synthesized job to use (prepare_job reads them)."""
     parser.add_argument("--ranks", type=int, default=16)
     parser.add_argument("--events", type=int, default=500_000, help="events per rank (approximate)")
     parser.add_argument("--base", default="ns_resolution")
     parser.add_argument("--job-dir", help="keep the synthesized job here and reuse it next time")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_job_arguments(parser)
     parser.add_argument("--keep", action="store_true", help="keep the database (printed path)")
     parser.add_argument("--no-cli-reports", action="store_true", help="skip the CLI wall time per report")
     args = parser.parse_args()

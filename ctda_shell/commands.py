@@ -216,6 +216,17 @@ def analyze(state, words):
     return Result(message=str(summary))
 
 
+@dot_command(".whatif", "[--run NAME] [--scale [CAT:]PATTERN=FACTOR]... [--comm-bandwidth-scale F] ...",
+             "predict step time under a change (options as `ctda-sql whatif`)")
+def whatif(state, words):
+    from warehouse.cli_whatif import parse_shell_words, run
+
+    _writable(state)
+    tables = run(state.con, parse_shell_words(words))
+    state.schema_changed()
+    return [Result(columns, rows) for columns, rows in tables]
+
+
 @dot_command(".mode", "|".join(FORMATS), "how results are printed", complete=FORMATS)
 def mode(state, words):
     _expect(words, 1, f".mode {'|'.join(FORMATS)}", least=1)

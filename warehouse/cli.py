@@ -13,6 +13,7 @@ import duckdb
 
 from . import __version__
 from .api import Warehouse
+from .cli_whatif import add_parser as _add_whatif
 from .connection import resolve_db_path
 from .errors import CtdaError
 from .output import FORMATS, render
@@ -153,7 +154,8 @@ def build_parser(shell_help: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     from .cli_export import add_export
 
-    for add in (_add_ingest, _add_analyze, _add_report, _add_query, _add_meta, add_export, _add_demo, _add_shell):
+    for add in (_add_ingest, _add_analyze, _add_whatif, _add_report, _add_query, _add_meta, add_export,
+                _add_demo, _add_shell):
         add(sub)
     if shell_help:  # the dot commands, described by the layer that defines them
         sub.choices["shell"].epilog = shell_help

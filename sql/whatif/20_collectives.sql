@@ -1,0 +1,98 @@
+-- Collectives of the selected runs with their message size and group size, and the
+-- alpha-beta fit per run and collective (written to comm_model), for scenarios that change
+-- the network.
+
+CREATE OR REPLACE TEMP MACRO wi_dtype_bytes(dtype) AS
+    CASE lower(replace(dtype, 'c10::', ''))
+        WHEN 'float' THEN 4 WHEN 'float32' THEN 4 WHEN 'int' THEN 4 WHEN 'int32' THEN 4
+        WHEN 'double' THEN 8 WHEN 'float64' THEN 8 WHEN 'long' THEN 8 WHEN 'int64' THEN 8
+        WHEN 'half' THEN 2 WHEN 'bfloat16' THEN 2 WHEN 'float16' THEN 2 WHEN 'short' THEN 2
+        WHEN 'signed char' THEN 1 WHEN 'char' THEN 1 WHEN 'byte' THEN 1 WHEN 'unsigned char' THEN 1
+        WHEN 'int8' THEN 1 WHEN 'uint8' THEN 1 WHEN 'int8_t' THEN 1 WHEN 'bool' THEN 1
+    END;
+
+-- allreduce, allgather, reducescatter, alltoall, broadcast, reduce, ... from either spelling
+CREATE OR REPLACE TEMP MACRO wi_collective(name) AS
+    regexp_replace(lower(regexp_replace(name, '^(nccl|gloo):', '')), '[^a-z]|base$', '', 'g');
+
+-- Bus bytes per message byte (NCCL's bus-bandwidth factors).
+CREATE OR REPLACE TEMP MACRO wi_bus_factor(collective, n, algorithm) AS
+    CASE WHEN n <= 1 THEN 1.0
+         WHEN collective = 'allreduce' AND algorithm = 'coherent' THEN (n - 1) / n
+         WHEN collective = 'allreduce' THEN 2.0 * (n - 1) / n
+         WHEN collective IN ('allgather', 'reducescatter', 'alltoall') THEN (n - 1) / n
+         ELSE 1.0 END;
+
+-- Latency steps of one collective.
+CREATE OR REPLACE TEMP MACRO wi_latency_steps(collective, n, algorithm) AS
+    greatest(1.0, CASE
+        WHEN collective = 'allreduce' AND algorithm = 'tree' THEN 2.0 * ceil(log2(n))
+        WHEN collective = 'allreduce' AND algorithm = 'coherent' THEN n - 1.0
+        WHEN collective = 'allreduce' THEN 2.0 * (n - 1)
+        ELSE n - 1.0 END);
+
+-- Communication work on the device (NCCL kernels): metadata on the kernel (2024+ traces), else
+-- from the `nccl:*` annotation around the call that launched it (Input Dims x Input type).
+CREATE OR REPLACE TEMP TABLE wi_collectives AS
+WITH run_ranks AS (
+    SELECT run_id, count(*) AS ranks FROM traces WHERE $run_id IS NULL OR run_id = $run_id GROUP BY ALL
+),
+comm_kernels AS (
+    SELECT e.* FROM events AS e
+    WHERE $network_changed AND e.ph = 'X' AND is_gpu_work(e.cat) AND e.dur_us > 0 AND e.name ILIKE 'nccl%'
+      AND ($run_id IS NULL OR e.run_id = $run_id)
+),
+described AS (
+    SELECT run_id, rank, event_id, dur_us, wi_collective(args ->> 'Collective name') AS collective,
+           TRY_CAST(args ->> 'In msg nelems' AS DOUBLE) * wi_dtype_bytes(args ->> 'dtype') AS bytes,
+           TRY_CAST(args ->> 'Group size' AS INTEGER) AS group_size
+    FROM comm_kernels WHERE args ->> 'Collective name' IS NOT NULL
+),
+annotated AS (
+    SELECT k.run_id, k.rank, k.event_id, k.dur_us,
+           arg_max(wi_collective(a.name), a.ts_us) AS collective,
+           arg_max(list_product(TRY_CAST(a.args -> '$."Input Dims"[0]' AS DOUBLE[]))
+                   * wi_dtype_bytes(a.args ->> '$."Input type"[0]'), a.ts_us) AS bytes,
+           any_value(r.ranks) AS group_size
+    FROM comm_kernels AS k
+    JOIN events AS launch
+        ON launch.run_id = k.run_id AND launch.rank = k.rank AND launch.correlation = k.correlation
+       AND is_runtime_category(launch.cat)
+    JOIN events AS a
+        ON a.run_id = k.run_id AND a.rank = k.rank AND a.pid = launch.pid AND a.tid = launch.tid
+       AND a.cat = 'user_annotation' AND regexp_matches(a.name, '^(nccl|gloo):')
+       AND a.ts_us <= launch.ts_us AND a.end_us >= launch.end_us
+    JOIN run_ranks AS r ON r.run_id = k.run_id
+    WHERE k.args ->> 'Collective name' IS NULL
+    GROUP BY ALL
+)
+SELECT * FROM described WHERE bytes > 0 AND group_size >= 1
+UNION ALL
+SELECT * FROM annotated WHERE bytes > 0 AND group_size >= 1;
+
+-- Fit over the fastest sample of each size (slower ones waited for other ranks). One size, or
+-- a fit that is not increasing or whose latency exceeds the quickest sample, keeps the pure
+-- bandwidth model through the best observed throughput.
+CREATE OR REPLACE TEMP TABLE wi_comm_fit AS
+WITH per_size AS (
+    SELECT run_id, collective, bytes * wi_bus_factor(collective, group_size, 'ring') AS bus_bytes,
+           min(dur_us) AS fastest_us, count(*) AS samples
+    FROM wi_collectives GROUP BY ALL
+),
+fit AS (
+    SELECT run_id, collective, regr_slope(fastest_us, bus_bytes) AS slope,
+           regr_intercept(fastest_us, bus_bytes) AS intercept, regr_r2(fastest_us, bus_bytes) AS r2,
+           max(bus_bytes / fastest_us) AS best_bytes_per_us, min(fastest_us) AS quickest_us,
+           sum(samples) AS samples, count(*) AS sizes
+    FROM per_size GROUP BY ALL
+)
+SELECT run_id, collective,
+       CASE WHEN fitted THEN intercept ELSE 0 END AS alpha_us,
+       CASE WHEN fitted THEN 1 / slope ELSE best_bytes_per_us END
+           AS bytes_per_us,
+       CASE WHEN sizes > 1 THEN r2 END AS r2, samples, sizes
+FROM (SELECT *, sizes > 1 AND slope > 0 AND intercept >= 0 AND intercept <= quickest_us AS fitted FROM fit);
+
+DELETE FROM comm_model WHERE run_id IN (SELECT run_id FROM wi_comm_fit);
+INSERT INTO comm_model
+SELECT run_id, collective, alpha_us, bytes_per_us / 1000.0, r2, samples, sizes FROM wi_comm_fit;

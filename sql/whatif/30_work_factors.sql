@@ -1,0 +1,155 @@
+-- How much each event's execution time changes under the scenario: a factor per event from
+-- the --scale rules (wi_rules, the last matching rule wins) times the network model's factor
+-- for collectives. Then, per lane (CPU thread or GPU stream), the stretches of time that
+-- shrink: the outermost changed events, with the running total removed before each.
+
+CREATE OR REPLACE TEMP TABLE wi_comm_factors AS
+WITH modelled AS (
+    SELECT c.run_id, c.rank, c.event_id, c.dur_us,
+           f.alpha_us + c.bytes * wi_bus_factor(c.collective, c.group_size, 'ring') / f.bytes_per_us AS before_us,
+           coalesce($latency_us, f.alpha_us / wi_latency_steps(c.collective, c.group_size, 'ring'))
+               * wi_latency_steps(c.collective, coalesce($world_size, c.group_size), coalesce($algorithm, 'ring'))
+           + c.bytes * wi_bus_factor(c.collective, coalesce($world_size, c.group_size), coalesce($algorithm, 'ring'))
+               / (f.bytes_per_us * $bandwidth_scale) AS after_us
+    FROM wi_collectives AS c
+    JOIN wi_comm_fit AS f USING (run_id, collective)
+    WHERE $network_changed
+)
+-- the unexplained part of the measured time (waiting for other ranks) stays as it is
+SELECT run_id, rank, event_id,
+       (dur_us - least(dur_us, before_us) + least(dur_us, before_us) * after_us / before_us) / dur_us AS factor
+FROM modelled WHERE before_us > 0;
+
+CREATE OR REPLACE TEMP TABLE wi_event_factors AS
+WITH scoped AS (
+    SELECT e.run_id, e.rank, e.event_id, e.name, e.cat
+    FROM events AS e
+    WHERE e.ph = 'X' AND e.dur_us > 0 AND (is_gpu_work(e.cat) OR NOT is_device_category(e.cat))
+      AND NOT starts_with(e.name, 'ProfilerStep#')
+      AND (e.run_id, e.rank) IN (SELECT DISTINCT run_id, rank FROM wi_windows)
+      AND EXISTS (SELECT 1 FROM wi_rules)
+),
+by_rule AS (
+    SELECT s.run_id, s.rank, s.event_id, arg_max(r.factor, r.seq) AS factor
+    FROM scoped AS s
+    JOIN wi_rules AS r
+        ON s.name GLOB r.name_glob AND (r.cat_glob IS NULL OR s.cat GLOB r.cat_glob)
+    GROUP BY ALL
+),
+changed AS (
+    SELECT run_id, rank, event_id, coalesce(r.factor, 1.0) * coalesce(c.factor, 1.0) AS factor
+    FROM by_rule AS r
+    FULL JOIN wi_comm_factors AS c USING (run_id, rank, event_id)
+)
+-- lanes are named only for the changed events
+SELECT e.run_id, e.rank,
+       CASE WHEN is_gpu_work(e.cat) THEN 'gpu/' || e.stream ELSE 'cpu/' || e.pid || '/' || e.tid END AS lane,
+       e.event_id, e.ts_us, e.end_us, c.factor
+FROM changed AS c
+JOIN events AS e USING (run_id, rank, event_id);
+
+-- Outermost changed stretches per lane (an event inside a changed one follows its factor);
+-- `removed_before_us` is the time removed on the lane before the stretch starts (recomputed
+-- in wi_shrink once inferred waits are added).
+CREATE OR REPLACE TEMP TABLE wi_work_shrink AS
+WITH ordered AS (
+    SELECT *, max(end_us) OVER (PARTITION BY run_id, rank, lane ORDER BY ts_us, end_us DESC, event_id
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS covered_until
+    FROM wi_event_factors
+),
+stretches AS (
+    SELECT run_id, rank, lane, greatest(ts_us, coalesce(covered_until, ts_us)) AS from_us, end_us AS to_us,
+           1.0 - factor AS removed_rate
+    FROM ordered WHERE end_us > coalesce(covered_until, '-infinity'::DOUBLE)
+)
+SELECT *, coalesce(sum((to_us - from_us) * removed_rate) OVER (
+              PARTITION BY run_id, rank, lane ORDER BY from_us
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0.0) AS removed_before_us
+FROM stretches;
+
+-- Inferred waits (a queue hand-off has no edge in the trace): a gap of at least $min_wait_us
+-- between the top-level events of a CPU thread of the graph that ends within $handoff_us after
+-- work on another thread of the rank ended waited for that work. The wait shortens by as much
+-- as the producer's work moved earlier relative to the waiting thread (never below zero).
+CREATE OR REPLACE TEMP TABLE wi_inferred_waits AS
+-- only a producer whose own lane changed can shorten a wait
+WITH changed_lanes AS (
+    SELECT DISTINCT run_id, rank, lane FROM wi_work_shrink WHERE starts_with(lane, 'cpu/')
+),
+lanes AS (
+    SELECT DISTINCT w.run_id, w.rank, w.step, w.start_us AS window_start_us, w.end_us AS window_end_us,
+           n.pid, n.tid
+    FROM wi_windows AS w
+    JOIN nodes AS n USING (run_id, rank, step)
+    WHERE n.method = 'ctda' AND n.kind = 'cpu'
+      AND (w.run_id, w.rank) IN (SELECT run_id, rank FROM changed_lanes)
+),
+lane_ops AS (
+    SELECT l.run_id, l.rank, l.window_start_us, l.pid, l.tid, e.ts_us,
+           max(e.end_us) OVER (PARTITION BY l.run_id, l.rank, l.step, l.pid, l.tid ORDER BY e.ts_us, e.event_id
+                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS idle_from_us
+    FROM lanes AS l
+    JOIN events AS e
+        ON e.run_id = l.run_id AND e.rank = l.rank AND e.pid = l.pid AND e.tid = l.tid AND e.ph = 'X'
+       AND e.cat = 'cpu_op' AND e.ts_us >= l.window_start_us AND e.ts_us < l.window_end_us
+),
+gaps AS (
+    SELECT * FROM lane_ops WHERE ts_us - idle_from_us >= $min_wait_us
+)
+SELECT g.run_id, g.rank, 'cpu/' || g.pid || '/' || g.tid AS lane, g.window_start_us,
+       g.idle_from_us AS from_us, g.ts_us AS to_us,
+       arg_max('cpu/' || p.pid || '/' || p.tid, p.end_us) AS producer_lane,
+       arg_max(p.event_id, p.end_us) AS producer_event_id, max(p.end_us) AS producer_end_us,
+       true AS inferred
+FROM gaps AS g
+JOIN events AS p
+    ON p.run_id = g.run_id AND p.rank = g.rank AND p.ph = 'X' AND NOT is_device_category(p.cat)
+   AND (p.run_id, p.rank, 'cpu/' || p.pid || '/' || p.tid) IN (SELECT run_id, rank, lane FROM changed_lanes)
+   AND (p.pid, p.tid) <> (g.pid, g.tid) AND NOT starts_with(p.name, 'ProfilerStep#')
+   AND p.end_us > g.idle_from_us AND p.end_us <= g.ts_us AND p.end_us >= g.ts_us - $handoff_us
+GROUP BY ALL;
+
+CREATE OR REPLACE TEMP TABLE wi_shrink AS
+WITH points AS (
+    SELECT lane AS at_lane, from_us AS t, * FROM wi_inferred_waits
+    UNION ALL SELECT lane, window_start_us, * FROM wi_inferred_waits
+    UNION ALL SELECT producer_lane, producer_end_us, * FROM wi_inferred_waits
+    UNION ALL SELECT producer_lane, window_start_us, * FROM wi_inferred_waits
+),
+removed AS (
+    SELECT p.run_id, p.rank, p.lane, p.from_us, p.to_us, p.at_lane, p.t,
+           coalesce(s.removed_before_us + s.removed_rate * least(greatest(p.t - s.from_us, 0), s.to_us - s.from_us),
+                    0.0) AS removed_us
+    FROM points AS p
+    ASOF LEFT JOIN wi_work_shrink AS s
+        ON s.run_id = p.run_id AND s.rank = p.rank AND s.lane = p.at_lane AND s.from_us <= p.t
+),
+waits AS (
+    SELECT w.run_id, w.rank, w.lane, w.from_us, w.to_us,
+           least(w.to_us - w.from_us, greatest(0.0,
+               (pe.removed_us - ps.removed_us) - (cf.removed_us - cs.removed_us))) AS removed_us
+    FROM wi_inferred_waits AS w
+    JOIN removed AS pe ON pe.run_id = w.run_id AND pe.rank = w.rank AND pe.lane = w.lane AND pe.from_us = w.from_us
+        AND pe.at_lane = w.producer_lane AND pe.t = w.producer_end_us
+    JOIN removed AS ps ON ps.run_id = w.run_id AND ps.rank = w.rank AND ps.lane = w.lane AND ps.from_us = w.from_us
+        AND ps.at_lane = w.producer_lane AND ps.t = w.window_start_us
+    JOIN removed AS cf ON cf.run_id = w.run_id AND cf.rank = w.rank AND cf.lane = w.lane AND cf.from_us = w.from_us
+        AND cf.at_lane = w.lane AND cf.t = w.from_us
+    JOIN removed AS cs ON cs.run_id = w.run_id AND cs.rank = w.rank AND cs.lane = w.lane AND cs.from_us = w.from_us
+        AND cs.at_lane = w.lane AND cs.t = w.window_start_us
+),
+stretches AS (
+    SELECT run_id, rank, lane, from_us, to_us, removed_rate FROM wi_work_shrink
+    UNION ALL
+    -- a wait inside a changed stretch already follows that stretch's factor
+    SELECT run_id, rank, lane, from_us, to_us, removed_us / (to_us - from_us)
+    FROM waits AS w
+    WHERE removed_us > 0 AND NOT EXISTS (
+        SELECT 1 FROM wi_work_shrink AS s
+        WHERE s.run_id = w.run_id AND s.rank = w.rank AND s.lane = w.lane AND s.from_us < w.to_us
+          AND s.to_us > w.from_us)
+)
+SELECT *, coalesce(sum((to_us - from_us) * removed_rate) OVER (
+              PARTITION BY run_id, rank, lane ORDER BY from_us
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0.0) AS removed_before_us
+FROM stretches;

@@ -1,0 +1,12 @@
+-- Replace a scenario's earlier results for the replayed windows, then store the new ones
+-- (wi_result_steps and wi_result_path are filled by the replay).
+DELETE FROM whatif_steps WHERE scenario = $scenario
+    AND (run_id, rank, step) IN (SELECT run_id, rank, step FROM wi_windows);
+DELETE FROM whatif_path WHERE scenario = $scenario
+    AND (run_id, rank, step) IN (SELECT run_id, rank, step FROM wi_windows);
+INSERT INTO whatif_steps
+SELECT $scenario, $changes, run_id, rank, step, measured_us, replay_us, predicted_us, speedup
+FROM wi_result_steps;
+INSERT INTO whatif_path
+SELECT $scenario, run_id, rank, step, seq, node_id, kind, label, measured_us, predicted_us
+FROM wi_result_path;

@@ -1,0 +1,160 @@
+"""What-if replay: the unchanged replay reproduces every measured step, changes move the
+step the way the dependency graph says, and the CLI, shell and tables give the results."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctda_shell.app import open_state
+from ctda_shell.commands import run_dot_command
+from warehouse.analyze import analyze
+from warehouse.connection import connect
+from warehouse.ingest import ingest
+from warehouse.tracebuilder import TraceBuilder
+from warehouse.whatif import Scale, Scenario, whatif
+
+
+def cpu_then_gpu_trace(folder):
+    """Step 0-100: relu 10-30, then a launch 50-55 of a kernel running 60-90 on stream 7."""
+    builder = TraceBuilder(rank=0, world_size=1)
+    main = builder.thread(100, "pt_main_thread")
+    builder.step(1, main, ts=0, dur=100)
+    builder.cpu_op(main, "aten::relu", ts=10, dur=20)
+    builder.launch(main, ts=50, dur=5, kernel="gemm_kernel", stream=7, kernel_ts=60, kernel_dur=30)
+    return builder.write(folder / "small.json")
+
+
+def gpu_bound_trace(folder):
+    """Step 0-50 whose kernel runs 20-140: the GPU ends the step at 140."""
+    builder = TraceBuilder(rank=0, world_size=1)
+    main = builder.thread(100, "pt_main_thread")
+    builder.step(1, main, ts=0, dur=50)
+    builder.launch(main, ts=10, dur=5, kernel="gemm_kernel", stream=7, kernel_ts=20, kernel_dur=120)
+    return builder.write(folder / "gpu_bound.json")
+
+
+@pytest.fixture
+def small(tmp_path, db_path):
+    con = connect(db_path)
+    ingest(con, [cpu_then_gpu_trace(tmp_path)], run_name="small", show_progress=False)
+    ingest(con, [gpu_bound_trace(tmp_path)], run_name="gpu_bound", show_progress=False)
+    analyze(con, show_progress=False)
+    yield con
+    con.close()
+
+
+def predicted(con, run, *scales, **network):
+    rows = whatif(con, run=run, scenario=Scenario(scales=tuple(scales), **network), persist=False).steps
+    return [(r[3], r[4], r[5]) for r in rows]
+
+
+def test_unchanged_replay_is_the_measured_step(small):
+    assert predicted(small, "small") == [(100.0, 100.0, 100.0)]
+    assert predicted(small, "gpu_bound") == [(140.0, 140.0, 140.0)]
+
+
+def test_removing_cpu_work_moves_what_follows_it_earlier(small):
+    # relu (20 µs) goes; the launch, its kernel and the step end follow it
+    assert predicted(small, "small", Scale("aten::relu", 0.0)) == [(100.0, 100.0, 80.0)]
+    assert predicted(small, "small", Scale("aten::*", 0.5, "cpu_op")) == [(100.0, 100.0, 90.0)]
+
+
+def test_a_kernel_that_ends_the_step_sets_its_length(small):
+    assert predicted(small, "gpu_bound", Scale("*gemm*", 0.5, "kernel")) == [(140.0, 140.0, 80.0)]
+    # work that ends before the step does changes nothing
+    assert predicted(small, "small", Scale("*gemm*", 0.5, "kernel")) == [(100.0, 100.0, 100.0)]
+
+
+def test_a_category_prefix_limits_the_match(small):
+    assert predicted(small, "small", Scale("aten::relu", 0.0, "kernel")) == [(100.0, 100.0, 100.0)]
+
+
+def test_cli_prints_rows_and_keeps_the_scenario(small, run_cli, open_db):
+    small.close()
+    result = run_cli("whatif", "--run", "small", "--scale", "cpu_op:aten::relu=0", "--name", "no relu",
+                     "--format", "csv")
+    assert result.code == 0, result.err
+    assert "small,0,1,100.0,100.0,80.0,1.25" in result.out
+    con = open_db()
+    scenario, changes, predicted_us = con.execute(
+        "SELECT scenario, changes, predicted_us FROM whatif_steps").fetchone()
+    assert (scenario, predicted_us) == ("no relu", 80.0)
+    assert json.loads(changes)["scale"] == [{"category": "cpu_op", "pattern": "aten::relu", "factor": 0.0}]
+    assert con.execute("SELECT count(*) FROM whatif_path WHERE scenario = 'no relu'").fetchone()[0] >= 1
+
+
+def test_sweep_prints_one_row_per_value(small, run_cli):
+    small.close()
+    result = run_cli("whatif", "--run", "small", "--sweep", "comm-bandwidth-scale=1,2,4", "--format", "csv")
+    assert result.code == 0, result.err
+    assert [line.split(",")[0] for line in result.out.strip().splitlines()[1:]] == ["1.0", "2.0", "4.0"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--scale", "aten::relu"], "must look like PATTERN=FACTOR"),
+    (["--scale", "aten::relu=-1"], "0 or more"),
+    (["--sweep", "speed=1,2"], "must look like KEY=V1,V2"),
+    (["--run", "nope"], "no run named 'nope'"),
+])
+def test_bad_input_is_one_error_line(small, run_cli, args, message):
+    small.close()
+    result = run_cli("whatif", *args)
+    assert result.code != 0 and result.err.count("\n") == 1 and result.err.startswith("error:")
+    assert message in result.err
+
+
+def test_the_shell_runs_whatif(small, db_path):
+    small.close()
+    state = open_state(str(db_path))
+    try:
+        steps, hotspots = run_dot_command(state, ".whatif --run small --scale aten::relu=0")
+        assert steps.rows[0][5] == 80.0 and hotspots.columns[0] == "kind"
+    finally:
+        state.con.close()
+
+
+# ---- the real shared traces --------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def shared(shared_traces, tmp_path_factory):
+    con = connect(tmp_path_factory.mktemp("whatif") / "shared.duckdb")
+    for path in sorted(shared_traces.glob("*.json.gz")) + [shared_traces / "two_ranks"]:
+        ingest(con, [path], show_progress=False)
+    analyze(con, method="ctda", show_progress=False)
+    yield con
+    con.close()
+
+
+def test_unchanged_replay_reproduces_every_shared_step_within_1_percent(shared):
+    rows = whatif(shared, persist=False).steps
+    assert len(rows) == shared.execute("SELECT count(*) FROM analysis_windows").fetchone()[0]
+    off = [(run, rank, step) for run, rank, step, measured, replay, *_ in rows
+           if abs(replay - measured) > 0.01 * measured]
+    assert off == []
+
+
+def test_the_network_model_is_fitted_on_the_collective_traces(shared):
+    whatif(shared, scenario=Scenario(bandwidth_scale=2.0), persist=False)
+    fitted = dict(shared.execute(
+        "SELECT r.name, count(*) FROM comm_model JOIN runs r USING (run_id) "
+        "WHERE bus_bw_gbps > 0 AND alpha_us >= 0 AND samples > 0 GROUP BY r.name").fetchall())
+    assert fitted.get("nccl", 0) >= 1 and fitted.get("two_ranks", 0) >= 1
+
+
+@pytest.mark.parametrize("run", ["nccl", "two_ranks"])
+def test_doubling_bandwidth_shortens_a_step_by_at_most_its_communication_on_the_path(shared, run):
+    comm_on_path = dict(((rank, step), us) for rank, step, us in shared.execute(
+        "SELECT p.rank, p.step, sum(p.self_us) FROM path_events p JOIN runs r USING (run_id) "
+        "WHERE r.name = ? AND p.method = 'ctda' AND p.name ILIKE 'nccl%' GROUP BY ALL", [run]).fetchall())
+    for _, rank, step, _, replay, faster, _ in whatif(
+            shared, run=run, scenario=Scenario(bandwidth_scale=2.0), persist=False).steps:
+        assert faster <= replay + 1e-6
+        assert replay - faster <= comm_on_path.get((rank, step), 0.0) + 1e-6
+
+
+def test_whatif_before_analyze_says_what_to_run(tmp_path, run_cli):
+    assert run_cli("ingest", "-q", str(cpu_then_gpu_trace(tmp_path))).code == 0
+    result = run_cli("whatif")
+    assert result.code == 1 and result.err == "error: no analysed steps match; run `ctda-sql analyze` first (method ctda)\n"

@@ -1,0 +1,79 @@
+"""What-if predictions against measured truth: pairs of real CPU PyTorch training traces
+recorded with a change made for real (scripts/record_whatif_pairs.py, 3 repetitions each).
+A prediction from the first trace of a pair must land within 5% of the measured step time of
+the second, or within the run-to-run spread of its 3 repetitions where that is larger."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import mean, median
+
+import pytest
+
+from warehouse.analyze import analyze
+from warehouse.connection import connect
+from warehouse.ingest import ingest
+from warehouse.whatif import Scale, Scenario, whatif
+
+PAIRS = Path(__file__).parent / "data" / "whatif"
+REPETITIONS = (1, 2, 3)
+
+
+@dataclass(frozen=True)
+class Pair:
+    measured: str       # the variant the prediction starts from
+    truth: str          # the variant recorded with the change made for real
+    scenario: Scenario
+
+
+CASES = {
+    "data loading free": Pair("stall20", "stall0", Scenario(scales=(Scale("data_loading", 0.0),))),
+    "data loading halved": Pair("stall20", "stall10", Scenario(scales=(Scale("data_loading", 0.5),))),
+    "half the compute": Pair("compute200", "compute100",
+                             Scenario(scales=(Scale("compute", 0.5, "user_annotation"),))),
+    "loader stall removed": Pair("loader15", "loader0", Scenario(scales=(Scale("loader_stall", 0.0),))),
+}
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory):
+    con = connect(tmp_path_factory.mktemp("pairs") / "pairs.duckdb")
+    for path in sorted(PAIRS.glob("*.json.gz")):
+        ingest(con, [path], run_name=path.name.removesuffix(".json.gz"), show_progress=False)
+    analyze(con, method="ctda", show_progress=False)
+    yield con
+    con.close()
+
+
+def step_us(con, run: str, scenario: Scenario = Scenario()) -> tuple[float, float]:
+    """(measured, predicted) median step time of one trace."""
+    rows = whatif(con, run=run, scenario=scenario, persist=False).steps
+    return median(r[3] for r in rows), median(r[5] for r in rows)
+
+
+def evaluate(con, pair: Pair) -> dict:
+    truths = [step_us(con, f"{pair.truth}-r{i}")[0] for i in REPETITIONS]
+    predictions = [step_us(con, f"{pair.measured}-r{i}", pair.scenario)[1] for i in REPETITIONS]
+    truth = mean(truths)
+    return {"truth": truth, "noise": max(truths) - min(truths), "predicted": mean(predictions),
+            "error": abs(mean(predictions) - truth)}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_prediction_matches_the_run_made_for_real(pairs, case):
+    result = evaluate(pairs, CASES[case])
+    assert result["error"] <= max(0.05 * result["truth"], result["noise"]), result
+
+
+def test_removing_the_loader_stall_saves_only_what_was_not_overlapped(pairs):
+    # the loader's 15 ms stall overlaps the main thread's compute: the step shrinks by less
+    before = mean(step_us(pairs, f"loader15-r{i}")[0] for i in REPETITIONS)
+    after = evaluate(pairs, CASES["loader stall removed"])["predicted"]
+    assert 0 < before - after < 15_000 * 0.9
+
+
+def test_the_queue_wait_is_inferred_and_flagged(pairs):
+    whatif(pairs, run="loader15-r1", scenario=CASES["loader stall removed"].scenario, persist=False)
+    flagged = pairs.execute("SELECT count(*), bool_and(inferred) FROM wi_inferred_waits").fetchone()
+    assert flagged[0] >= 3 and flagged[1]

@@ -1,0 +1,121 @@
+"""`ctda-sql whatif`: predict step time under a change (scale work, change the network)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from statistics import mean
+
+from .connection import connect, resolve_db_path
+from .errors import CtdaError
+from .output import FORMATS, render
+from .whatif_changes import ALGORITHMS, Scenario, parse_scale
+
+# --sweep KEY -> Scenario field and how its values are read
+SWEEP_KEYS = {
+    "comm-bandwidth-scale": ("bandwidth_scale", float),
+    "comm-latency-us": ("latency_us", float),
+    "allreduce": ("allreduce", str),
+    "world-size": ("world_size", int),
+}
+SWEEP_COLUMNS = ["value", "steps", "measured_us", "replay_us", "predicted_us", "speedup"]
+
+
+class _ParseError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises instead of exiting, so the shell can show the message as an error."""
+
+    def error(self, message):
+        raise _ParseError(message)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", help="run name (default: every analysed run)")
+    p.add_argument("--rank", type=int, help="only this rank")
+    p.add_argument("--step", type=int, help="only this step")
+    p.add_argument("--scale", action="append", metavar="[CAT:]PATTERN=FACTOR", default=[],
+                   help="scale the execution time of events whose name matches the glob (optionally "
+                        "of a category: kernel:*gemm*=0.5); 0 removes the work (repeatable)")
+    p.add_argument("--comm-bandwidth-scale", type=float, default=1.0, metavar="F",
+                   help="multiply the fitted bus bandwidth of collectives by F")
+    p.add_argument("--comm-latency-us", type=float, metavar="L", help="latency per collective step, µs")
+    p.add_argument("--allreduce", choices=ALGORITHMS, help="all-reduce algorithm (measured: ring)")
+    p.add_argument("--world-size", type=int, metavar="N", help="ranks taking part in every collective")
+    p.add_argument("--sweep", metavar="KEY=V1,V2,...",
+                   help=f"one scenario per value of KEY ({', '.join(SWEEP_KEYS)}); prints a row per value")
+    p.add_argument("--name", help="scenario name in whatif_steps / whatif_path (default: the changes)")
+    p.add_argument("--top", type=int, default=10, help="hotspots to print (default: 10)")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("whatif", help="predict step time under a change by replaying each step's graph",
+                       description="Replay every analysed step's dependency graph with measured durations "
+                                   "and slack, and again with the changes; results persist in "
+                                   "whatif_steps and whatif_path. Run `ctda-sql analyze` first.")
+    add_arguments(p)
+    p.add_argument("--format", "-f", choices=FORMATS, default="table", help="output format (default: table)")
+    p.add_argument("--db", default=argparse.SUPPRESS, help="database file")
+    p.set_defaults(handler=cmd_whatif)
+
+
+def cmd_whatif(args) -> int:
+    con = connect(resolve_db_path(args.db), for_sql="")
+    try:
+        for columns, rows in run(con, args):
+            print(render(columns, rows, args.format))
+    finally:
+        con.close()
+    return 0
+
+
+def parse_shell_words(words: list[str]) -> argparse.Namespace:
+    parser = _Parser(prog=".whatif", add_help=False)
+    add_arguments(parser)
+    try:
+        return parser.parse_args(words)
+    except _ParseError as exc:
+        raise CtdaError(f".whatif: {exc}") from None
+
+
+def run(con, args) -> list[tuple[list[str], list[tuple]]]:
+    """The tables to print: steps (or one row per sweep value), then the path's hotspots."""
+    from .whatif import HOTSPOT_COLUMNS, STEP_COLUMNS, whatif
+
+    scenario = scenario_from_args(con, args)
+    where = {"run": args.run, "rank": args.rank, "step": args.step}
+    if not args.sweep:
+        result = whatif(con, **where, scenario=scenario, name=args.name, top=args.top)
+        return [(STEP_COLUMNS, result.steps), (HOTSPOT_COLUMNS, result.hotspots)]
+    field, values = parse_sweep(args.sweep)
+    rows = []
+    for value in values:
+        changed = dataclasses.replace(scenario, **{field: value})
+        name = f"{args.name or 'sweep'} {args.sweep.partition('=')[0]}={value}"
+        steps = whatif(con, **where, scenario=changed, name=name).steps
+        replay, predicted = mean(s[4] for s in steps), mean(s[5] for s in steps)
+        rows.append((value, len(steps), round(mean(s[3] for s in steps), 1), round(replay, 1),
+                     round(predicted, 1), round(replay / predicted, 4) if predicted else float("inf")))
+    return [(SWEEP_COLUMNS, rows)]
+
+
+def scenario_from_args(con, args) -> Scenario:
+    from .whatif import event_categories
+
+    categories = event_categories(con) if args.scale else set()
+    return Scenario(scales=tuple(parse_scale(text, categories) for text in args.scale),
+                    bandwidth_scale=args.comm_bandwidth_scale, latency_us=args.comm_latency_us,
+                    allreduce=args.allreduce, world_size=args.world_size)
+
+
+def parse_sweep(text: str) -> tuple[str, list]:
+    key, sep, values = text.partition("=")
+    if not sep or key not in SWEEP_KEYS or not values:
+        raise CtdaError(f"--sweep {text!r} must look like KEY=V1,V2,... with KEY one of {', '.join(SWEEP_KEYS)}")
+    field, kind = SWEEP_KEYS[key]
+    try:
+        return field, [kind(v.strip()) for v in values.split(",") if v.strip()]
+    except ValueError:
+        raise CtdaError(f"--sweep {text!r}: values must be {kind.__name__} numbers") from None

@@ -1,0 +1,214 @@
+"""What-if replay: predict every step's time under a change by replaying its dependency graph.
+
+The SQL stages in sql/whatif/ prepare, set-based, each node's duration under the scenario
+and each edge's measured slack; the forward pass here walks the nodes of all windows at once
+in dependency order (one numpy step per position in the window's node order)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from . import sqlfiles
+from .analyze import _run_id
+from .errors import CtdaError
+from .whatif_changes import Scale, Scenario  # noqa: F401  (part of this module's API)
+
+PREPARE = ("05_rules.sql", "10_scope.sql", "20_collectives.sql", "30_work_factors.sql", "40_graph.sql")
+# a CPU thread of the graph idle this long waited for another thread when that thread's work
+# ended at most HANDOFF_US before it resumed (hand-offs take 0.2-3 ms, docs/whatif.md)
+MIN_WAIT_US = 500.0
+HANDOFF_US = 3000.0
+STEP_COLUMNS = ["run", "rank", "step", "measured_us", "replay_us", "predicted_us", "speedup"]
+HOTSPOT_COLUMNS = ["kind", "label", "nodes", "measured_us", "predicted_us"]
+
+
+@dataclass
+class WhatIfResult:
+    steps: list[tuple] = field(default_factory=list)      # STEP_COLUMNS
+    hotspots: list[tuple] = field(default_factory=list)   # HOTSPOT_COLUMNS
+
+
+def event_categories(con) -> set[str]:
+    return {row[0] for row in con.execute("SELECT DISTINCT cat FROM events WHERE cat IS NOT NULL").fetchall()}
+
+
+def whatif(con: duckdb.DuckDBPyConnection, run: str | None = None, rank: int | None = None,
+           step: int | None = None, scenario: Scenario = Scenario(), name: str | None = None,
+           persist: bool = True, top: int = 10) -> WhatIfResult:
+    """Replay the selected windows unchanged and under `scenario`; with `persist`, store the
+    rows in whatif_steps and whatif_path under scenario `name` (default: the changes)."""
+    scenario.validate()
+    params = {"run_id": _run_id(con, run), "rank": rank, "step": step}
+    baseline = _replay(con, params, Scenario())
+    if not baseline.windows:
+        raise CtdaError("no analysed steps match; run `ctda-sql analyze` first (method ctda)")
+    predicted = _replay(con, params, scenario) if scenario != Scenario() else baseline
+    steps = _step_rows(con, baseline, predicted)
+    path = _path_rows(predicted)
+    if persist:
+        _persist(con, name or scenario.as_json(), scenario.as_json(), steps, path, params)
+    return WhatIfResult(steps=[(_run_name(con, r[0]), *r[1:]) for r in steps], hotspots=_hotspots(path, top))
+
+
+# ---- the replay -------------------------------------------------------------------------
+
+@dataclass
+class _Replay:
+    windows: dict           # window_index -> (run_id, rank, step, measured_us, predicted_us)
+    nodes: dict             # column -> array, ordered by (window, seq)
+    start: np.ndarray
+    end: np.ndarray
+    paths: dict             # window_index -> node rows (global index) earliest first
+
+
+def _prepare(con, params: dict, scenario: Scenario) -> None:
+    values = {
+        **params,
+        "rule_names": [s.name_glob for s in scenario.scales],
+        "rule_categories": [s.category_glob for s in scenario.scales],
+        "rule_factors": [float(s.factor) for s in scenario.scales],
+        "network_changed": scenario.network_changed, "bandwidth_scale": float(scenario.bandwidth_scale),
+        "latency_us": scenario.latency_us, "algorithm": scenario.allreduce, "world_size": scenario.world_size,
+        "min_wait_us": MIN_WAIT_US, "handoff_us": HANDOFF_US,
+    }
+    for stage in PREPARE:
+        _execute(con, f"whatif/{stage}", values)
+
+
+def _execute(con, name: str, values: dict) -> None:
+    for statement, names in sqlfiles.parameterized_statements(sqlfiles.load(name)):
+        try:
+            con.execute(statement, {key: values[key] for key in names}) if names else con.execute(statement)
+        except duckdb.Error as exc:
+            raise CtdaError(f"what-if stage {name} failed: {str(exc).strip().splitlines()[0]}") from exc
+
+
+def _replay(con, params: dict, scenario: Scenario) -> _Replay:
+    _prepare(con, params, scenario)
+    nodes = con.execute("SELECT * FROM wi_replay_nodes ORDER BY window_index, seq").fetchnumpy()
+    edges = con.execute("SELECT * FROM wi_replay_edges ORDER BY dst_seq").fetchnumpy()
+    windows = con.execute("SELECT * FROM wi_replay_windows ORDER BY window_index").fetchnumpy()
+    if len(windows["window_index"]) == 0:
+        return _Replay({}, nodes, np.empty(0), np.empty(0), {})
+    first = _first_rows(nodes["window_index"], len(windows["window_index"]))
+    start, best_source = _forward_pass(nodes, edges, first)
+    end = start + np.asarray(nodes["duration_us"], dtype=float)
+    return _finish(windows, nodes, first, start, end, best_source)
+
+
+def _first_rows(window_of_node: np.ndarray, window_count: int) -> np.ndarray:
+    """Row of each window's first node (nodes are ordered by window, then seq)."""
+    return np.searchsorted(np.asarray(window_of_node), np.arange(window_count))
+
+
+def _forward_pass(nodes: dict, edges: dict, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start of every node: the latest of what its incoming edges allow (source start +
+    offset + kept slack); a node without predecessors keeps its lead from the window start.
+    Edges point forward in node order, so handling all windows' k-th nodes together is exact."""
+    start = np.where(nodes["has_predecessor"], -np.inf, np.asarray(nodes["lead_us"], dtype=float))
+    window_first = first[np.asarray(edges["window_index"], dtype=np.int64)]
+    src = window_first + np.asarray(edges["src_seq"], dtype=np.int64)
+    dst = window_first + np.asarray(edges["dst_seq"], dtype=np.int64)
+    delay = np.asarray(edges["offset_us"], dtype=float) + np.asarray(edges["slack_us"], dtype=float)
+    dst_seq = np.asarray(edges["dst_seq"], dtype=np.int64)
+    bounds = np.flatnonzero(np.diff(dst_seq)) + 1
+    for chunk in np.split(np.arange(len(dst_seq)), bounds):
+        if len(chunk):
+            np.maximum.at(start, dst[chunk], start[src[chunk]] + delay[chunk])
+    allowed = start[src] + delay
+    best_source = np.full(len(start), -1, dtype=np.int64)
+    binding = np.isclose(allowed, start[dst], rtol=0, atol=1e-6)
+    best_source[dst[binding]] = src[binding]
+    return start, best_source
+
+
+def _finish(windows, nodes, first, start, end, best_source) -> _Replay:
+    gpu_end = np.where((nodes["kind"] == "gpu") & ~np.asarray(nodes["carry_in"], dtype=bool), end, -np.inf)
+    results, paths = {}, {}
+    for i, window in enumerate(windows["window_index"]):
+        rows = slice(first[i], first[i + 1] if i + 1 < len(first) else len(start))
+        tail = windows["tail_seq"][i]
+        has_tail = not np.ma.is_masked(tail) and tail is not None and not np.isnan(float(tail))
+        cpu_end = (end[first[i] + int(tail)] + float(windows["tail_us"][i]) if has_tail
+                   else float(windows["cpu_end_us"][i]))
+        last_gpu = first[i] + int(np.argmax(gpu_end[rows])) if gpu_end[rows].size else -1
+        gpu_later = last_gpu >= 0 and gpu_end[last_gpu] > cpu_end
+        predicted = gpu_end[last_gpu] if gpu_later else cpu_end
+        results[int(window)] = (int(windows["run_id"][i]), int(windows["rank"][i]), int(windows["step"][i]),
+                                float(windows["window_us"][i]), float(predicted))
+        last = last_gpu if gpu_later else (first[i] + int(tail) if has_tail else -1)
+        paths[int(window)] = _backtrack(last, best_source)
+    return _Replay(results, nodes, start, end, paths)
+
+
+def _backtrack(last: int, best_source: np.ndarray) -> list[int]:
+    path = []
+    while last >= 0:
+        path.append(last)
+        last = int(best_source[last])
+    return path[::-1]
+
+
+# ---- results ----------------------------------------------------------------------------
+
+def _step_rows(con, baseline: _Replay, predicted: _Replay) -> list[tuple]:
+    rows = []
+    for window, (run_id, rank, step, measured, replay) in baseline.windows.items():
+        after = predicted.windows[window][4]
+        rows.append((run_id, rank, step, round(measured, 3), round(replay, 3), round(after, 3),
+                     round(replay / after, 4) if after > 0 else float("inf")))
+    return rows
+
+
+def _path_rows(replay: _Replay) -> list[tuple]:
+    n = replay.nodes
+    measured = np.asarray(n["end_us"], dtype=float) - np.asarray(n["start_us"], dtype=float)
+    rows = []
+    for window, path in replay.paths.items():
+        run_id, rank, step = replay.windows[window][:3]
+        for seq, row in enumerate(path, start=1):
+            rows.append((run_id, rank, step, seq, int(n["node_id"][row]), str(n["kind"][row]),
+                         str(n["label"][row]), float(measured[row]), float(replay.end[row] - replay.start[row])))
+    return rows
+
+
+def _hotspots(path: list[tuple], top: int) -> list[tuple]:
+    totals: dict[tuple, list] = {}
+    for *_, kind, label, measured, predicted in path:
+        entry = totals.setdefault((kind, label), [0, 0.0, 0.0])
+        entry[0] += 1
+        entry[1] += measured
+        entry[2] += predicted
+    ranked = sorted(totals.items(), key=lambda item: -item[1][2])[:top]
+    return [(kind, label, count, round(m, 1), round(p, 1)) for (kind, label), (count, m, p) in ranked]
+
+
+def _run_name(con, run_id: int) -> str:
+    return con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]
+
+
+def _persist(con, scenario: str, changes: str, steps: list[tuple], path: list[tuple], params: dict) -> None:
+    step_table = pa.table({name: [r[i] for r in steps] for i, name in enumerate(
+        ["run_id", "rank", "step", "measured_us", "replay_us", "predicted_us", "speedup"])})
+    path_table = pa.table({name: [r[i] for r in path] for i, name in enumerate(
+        ["run_id", "rank", "step", "seq", "node_id", "kind", "label", "measured_us", "predicted_us"])},
+        schema=pa.schema([("run_id", pa.int32()), ("rank", pa.int32()), ("step", pa.int64()),
+                          ("seq", pa.int64()), ("node_id", pa.int64()), ("kind", pa.string()),
+                          ("label", pa.string()), ("measured_us", pa.float64()), ("predicted_us", pa.float64())]))
+    con.register("wi_result_steps", step_table)
+    con.register("wi_result_path", path_table)
+    try:
+        con.execute("BEGIN TRANSACTION")
+        _execute(con, "whatif/10_scope.sql", params)
+        _execute(con, "whatif/50_persist.sql", {"scenario": scenario, "changes": changes})
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        con.unregister("wi_result_steps")
+        con.unregister("wi_result_path")
