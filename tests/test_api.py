@@ -70,3 +70,21 @@ def test_a_borrowed_connection_stays_open(tmp_path):
     with Warehouse(tmp_path / "w.duckdb") as owner:
         Warehouse.on_connection(owner.con).close()
         assert owner.con.execute("SELECT 1").fetchall() == [(1,)]
+
+
+def test_whatif_predicts_from_the_api_and_persists_the_scenario(tmp_path):
+    from warehouse.tracebuilder import TraceBuilder
+
+    b = TraceBuilder(rank=0)
+    main = b.thread(100, "pt_main_thread")
+    b.step(1, main, 0, 1_000)
+    b.cpu_op(main, "aten::slow_preprocess", 0, 600)
+    b.cpu_op(main, "aten::mm", 600, 400)
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest(b.write(tmp_path / "t.json"), run="r")
+        wh.analyze(run="r")
+        relation = wh.whatif(run="r", scale={"aten::slow_preprocess": 0}, name="no preprocess")
+        [row] = [dict(zip(relation.columns, values)) for values in relation.fetchall()]
+        assert row["scenario"] == "no preprocess"
+        measured, predicted = row["measured_us"], row["predicted_us"]
+        assert measured == pytest.approx(1_000) and predicted == pytest.approx(400, abs=1)

@@ -136,6 +136,34 @@ class Warehouse:
             raise CtdaError("no SQL given")
         return self.con.sql(text, params=params)
 
+    def whatif(self, run: str | None = None, rank: int | None = None, step: int | None = None,
+               scale: dict[str, float] | None = None, comm_bandwidth_scale: float = 1.0,
+               comm_latency_us: float | None = None, allreduce: str | None = None,
+               world_size: int | None = None, name: str | None = None) -> duckdb.DuckDBPyRelation:
+        """Replay every analysed step under the changes (docs/whatif.md) and return its rows
+        of whatif_steps. scale: {"[CATEGORY:]PATTERN": factor}, e.g. {"kernel:*gemm*": 0.5};
+        the rows persist under scenario `name` (default: the changes as JSON)."""
+        from .whatif import event_categories, whatif
+        from .whatif_changes import Scenario, parse_scale
+
+        categories = event_categories(self.con) if scale else set()
+        scenario = Scenario(scales=tuple(parse_scale(f"{pattern}={factor}", categories)
+                                         for pattern, factor in (scale or {}).items()),
+                            bandwidth_scale=comm_bandwidth_scale, latency_us=comm_latency_us,
+                            allreduce=allreduce, world_size=world_size)
+        scenario_name = name or scenario.as_json()
+        whatif(self.con, run=run, rank=rank, step=step, scenario=scenario, name=scenario_name)
+        self._finish_pending_result()
+        return self.con.sql("SELECT * FROM whatif_steps WHERE scenario = $name ORDER BY ALL",
+                            params={"name": scenario_name})
+
+    def _finish_pending_result(self) -> None:
+        """DuckDB refuses a new relation while a result of execute() is unread: read it."""
+        try:
+            self.con.fetchall()
+        except duckdb.Error:
+            pass  # nothing pending
+
     # ---- exports -------------------------------------------------------------------------
 
     def export_overlay(self, path: str | Path, run: str, rank: int | None = None,
