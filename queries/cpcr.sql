@@ -3,11 +3,12 @@
 -- param: run VARCHAR = NULL        run name; all runs when NULL
 -- param: rank INTEGER = NULL       rank; all ranks when NULL
 -- param: step BIGINT = NULL        step (window) number; all steps when NULL
--- param: method VARCHAR = NULL     ctda or per_thread; both when NULL
+-- param: method VARCHAR = NULL     ctda, per_thread or cross_rank; all when NULL
 -- param: top INTEGER = 1000        rows to keep
 -- counted + cpu_gap + gpu_idle + launch_delay + between_nodes + slack_before + slack_after = step
 -- A window the engine found no path in (nothing on it to place) is still listed, with CPCR 0,
--- the whole step as slack_before_us and the reason in `note`.
+-- the whole step as slack_before_us and the reason in `note`. A cross_rank path is one per
+-- step, on the rank that finished last: the other ranks' windows of that step are not missing it.
 WITH path AS (
     SELECT run_id, rank, step, method,
            sum(counted_us) AS path_us,
@@ -44,6 +45,9 @@ window_paths AS (
     FROM analysis_windows AS w
     JOIN run_methods AS m USING (run_id)
     LEFT JOIN path AS p USING (run_id, rank, step, method)
+    WHERE NOT (m.method = 'cross_rank' AND p.run_id IS NULL
+               AND EXISTS (SELECT 1 FROM path AS q
+                           WHERE q.run_id = w.run_id AND q.step = w.step AND q.method = 'cross_rank'))
 )
 SELECT r.name AS run, p.rank, p.step, p.method,
        p.window_us AS step_us,

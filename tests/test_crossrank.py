@@ -67,8 +67,9 @@ def job(folder: Path, world: int, steps: int, late: dict[int, int] | None = None
         offsets: dict[int, float] | None = None, extra_on_rank0: bool = False) -> Path:
     """`world` ranks, `steps` steps of 1000 us: compute, an all-reduce, an update. In step s
     the rank late[s] computes LATE_US longer, so everyone waits for it at the all-reduce.
-    offsets[r] shifts rank r's clock; ends get a few us of deterministic jitter. Rank 0's step
-    ends 5 us after the others', so the path starts there."""
+    offsets[r] shifts rank r's clock; ends get a few us of deterministic jitter. Rank 0's steps
+    start (so, as steps partition the timeline, end) 5 us after the others', so the path starts
+    there."""
     late, offsets = late or {}, offsets or {}
     folder.mkdir(parents=True, exist_ok=True)
     ranks = list(range(world))
@@ -78,7 +79,7 @@ def job(folder: Path, world: int, steps: int, late: dict[int, int] | None = None
         main, worker = b.thread(100 + rank, "pt_main_thread"), b.thread(500 + rank, "gloo worker")
         for step in range(1, steps + 1):
             t0 = (step - 1) * 1000.0
-            b.step(step, main, ts=t0, dur=990 + (5 if rank == 0 else 0))
+            b.step(step, main, ts=t0 + (5 if rank == 0 else 0), dur=990)
             compute = 100 + (LATE_US if late.get(step) == rank else 0)
             b.cpu_op(main, "aten::mm", ts=t0 + 10, dur=compute)
             arrival = t0 + 20 + compute

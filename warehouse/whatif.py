@@ -136,7 +136,8 @@ def _finish(windows, nodes, first, start, end, best_source) -> _Replay:
         cpu_end = (end[first[i] + int(tail)] + float(windows["tail_us"][i]) if has_tail
                    else float(windows["cpu_end_us"][i]))
         last_gpu = first[i] + int(np.argmax(gpu_end[rows])) if gpu_end[rows].size else -1
-        gpu_later = last_gpu >= 0 and gpu_end[last_gpu] > cpu_end
+        # a step ends where the next one starts; only the last one waits for its device work
+        gpu_later = bool(windows["device_ends_step"][i]) and last_gpu >= 0 and gpu_end[last_gpu] > cpu_end
         predicted = gpu_end[last_gpu] if gpu_later else cpu_end
         results[int(window)] = (int(windows["run_id"][i]), int(windows["rank"][i]), int(windows["step"][i]),
                                 float(windows["window_us"][i]), float(predicted))

@@ -6,7 +6,7 @@
 CREATE OR REPLACE TEMP TABLE wi_nodes AS
 SELECT w.window_index, n.run_id, n.rank, n.step, n.node_id, n.kind, n.label, n.carry_in,
        CASE WHEN n.kind = 'gpu' THEN 'gpu/' || n.stream ELSE 'cpu/' || n.pid || '/' || n.tid END AS lane,
-       n.start_us, n.end_us, w.start_us AS window_start_us, w.end_us AS window_end_us,
+       n.start_us, n.end_us, w.start_us AS window_start_us, w.cpu_end_us AS window_end_us,
        row_number() OVER (PARTITION BY w.window_index ORDER BY n.start_us, n.node_id) - 1 AS seq
 FROM nodes AS n
 JOIN wi_windows AS w USING (run_id, rank, step)
@@ -95,7 +95,8 @@ JOIN wi_removed AS cd ON cd.run_id = e.run_id AND cd.rank = e.rank AND cd.lane =
 
 -- Windows: the CPU tail after the last CPU node, less removed time on its lane.
 CREATE OR REPLACE TEMP TABLE wi_replay_windows AS
-SELECT w.window_index, w.run_id, w.rank, w.step, w.window_us, w.end_us - w.start_us AS cpu_end_us, t.tail_seq,
+SELECT w.window_index, w.run_id, w.rank, w.step, w.window_us, w.cpu_end_us - w.start_us AS cpu_end_us,
+       w.device_ends_step, t.tail_seq,
        (t.window_end_us - t.node_end_us) - coalesce(ct.removed_us - cn.removed_us, 0.0) AS tail_us
 FROM wi_windows AS w
 LEFT JOIN wi_window_tails AS t USING (window_index)
