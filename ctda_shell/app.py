@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import sys
@@ -10,22 +12,22 @@ from pathlib import Path
 
 import duckdb
 from prompt_toolkit import PromptSession
-from prompt_toolkit.application.current import get_app
 from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.lexers import PygmentsLexer
 from pygments.lexers.sql import PostgresLexer
 
-from warehouse.connection import connect, resolve_db_path
+from warehouse.config import Config, load_config
+from warehouse.connection import open_session, resolve_db_path
 from warehouse.errors import CtdaError
-from warehouse.output import render
+from warehouse.output import default_format, render, table_width, write_cursor
 
 from .catalog import Catalog
-from .commands import is_dot_command, run_dot_command
+from .commands import command_attaches, command_writes, is_dot_command, run_dot_command
 from .completion import WarehouseCompleter
-from .runner import QueryCancelled, error_lines, run_sql
-from .state import Result, ShellState
+from .runner import QueryCancelled, error_lines, interruptible, run_sql
+from .state import Result, Script, ShellState
 
 HISTORY_ENV = "CTDA_HISTORY"
 PROMPT = "ctda> "
@@ -34,44 +36,73 @@ WELCOME = "ctda-sql shell on {db}{mode}. End SQL with ';'. .help for commands, C
 
 
 def run_shell(args) -> int:
-    """Open the database named by args.db (read-only with args.read_only) and run the loop."""
+    """Open the database named by args.db (read-only with args.read_only) and run the loop;
+    statements piped in on stdin run as a batch that stops at the first error (exit 1)."""
     state = open_state(args.db, args.read_only, safe=getattr(args, "safe", False))
-    print(WELCOME.format(db=state.db_path, mode=" (read-only)" if state.read_only else ""))
     try:
+        if not _is_tty(sys.stdin):
+            return run_batch(state, sys.stdin.read())
+        print(WELCOME.format(db=state.db_path, mode=" (read-only)" if state.read_only else ""))
         return loop(state, build_session(state))
     finally:
         state.set_output(None)
         state.con.close()
 
 
+def run_batch(state: ShellState, text: str) -> int:
+    """Run piped-in input as `duckdb` and `sqlite3` do: results in csv unless it goes to a
+    terminal, no status lines, stop at the first failing statement with exit status 1."""
+    state.interactive = False
+    state.mode = load_config().format or default_format(sys.stdout)
+    return 0 if run_and_show(state, text) else 1
+
+
 def open_state(db: str | None, read_only: bool = False, safe: bool = False) -> ShellState:
+    """A session on the database: in memory, with the file attached only while input runs;
+    `safe` sessions reach no other file from SQL."""
     path = resolve_db_path(db)
-    con = connect(path, read_only=read_only, safe=safe)
+    con = open_session(path, read_only=read_only, safe=safe)
+    state = ShellState(con=con, db_path=path, read_only=read_only)
+    _apply_settings(state, load_config())
     if not read_only:
         from warehouse.experiments import refresh_run_meta
 
-        refresh_run_meta(con)  # runs ingested by other tools get their --meta columns too
-    return ShellState(con=con, db_path=path, read_only=read_only)
+        with state.holding(write=True):
+            refresh_run_meta(state.con)  # runs ingested by other tools get their --meta columns too
+    return state
+
+
+def _apply_settings(state: ShellState, config: Config) -> None:
+    """The settings file's defaults for a new session (dot commands change them later)."""
+    state.mode = config.format or state.mode
+    state.max_width = config.max_width
+    state.max_rows = config.max_rows if config.max_rows is not None else state.max_rows
+    state.timer = config.timer
 
 
 def history_path() -> Path:
-    return Path(os.environ.get(HISTORY_ENV) or Path.home() / ".ctda_sql_history")
+    configured = load_config().history_file
+    default = Path(configured).expanduser() if configured else Path.home() / ".ctda_sql_history"
+    return Path(os.environ.get(HISTORY_ENV) or default)
 
 
 def build_session(state: ShellState, **io) -> PromptSession:
     """The prompt: highlighting, history, suggestions, completion; `io` sets input/output in tests."""
-    catalog = Catalog(state.con)
+    catalog = Catalog(state.con, state.holding)
     state.on_schema_change.append(catalog.forget)
-    return PromptSession(
+    session = PromptSession(
         lexer=PygmentsLexer(PostgresLexer),
         completer=WarehouseCompleter(catalog),
         history=FileHistory(str(history_path())),
         auto_suggest=AutoSuggestFromHistory(),
-        multiline=Condition(lambda: not input_complete(get_app().current_buffer.text)),
+        # the typed input, not the focused buffer: during Ctrl-R that is the search text
+        multiline=Condition(lambda: not input_complete(session.default_buffer.text)),
         prompt_continuation=CONTINUATION,
         complete_while_typing=False,
+        vi_mode=load_config().key_bindings == "vi",
         **io,
     )
+    return session
 
 
 def input_complete(text: str) -> bool:
@@ -94,30 +125,57 @@ def loop(state: ShellState, session: PromptSession) -> int:
 
 
 def run_and_show(state: ShellState, text: str) -> bool:
-    """Run one input and print its results or its error; True when it worked."""
+    """Run one input, printing each result as it comes, or the error that stopped it; True
+    when every part worked."""
     started = time.perf_counter()
     try:
-        results = execute(state, text)
+        execute(state, text)
     except (CtdaError, duckdb.Error, QueryCancelled, OSError) as exc:
         print("error: " + "\n".join(error_lines(exc)), file=sys.stderr)
         return False
     except Exception as exc:  # a bug below the shell must not end the session
         print(f"error: {type(exc).__name__}: {error_lines(exc)[0]}", file=sys.stderr)
         return False
-    show(state, results)
     if state.timer:
         print(f"time: {time.perf_counter() - started:.3f} s", file=sys.stderr)
     return True
 
 
-def execute(state: ShellState, text: str) -> list[Result]:
-    """Results of every chunk of `text`: dot-command lines and SQL between them."""
-    results: list[Result] = []
+def execute(state: ShellState, text: str) -> None:
+    """Run every chunk of `text` in order, dot-command lines and the SQL between them, showing
+    each result before the next chunk runs (so `.mode` and `.output` apply from there on)."""
     for chunk in split_input(text):
         if state.quit_requested:
-            break
-        results += run_dot_command(state, chunk) if is_dot_command(chunk) else run_sql(state, chunk)
-    return results
+            return
+        attaches_itself = is_dot_command(chunk) and command_attaches(chunk)
+        with contextlib.nullcontext() if attaches_itself else state.holding(write=_writes(chunk)):
+            if not is_dot_command(chunk):
+                run_sql(state, chunk, lambda cursor: show_cursor(state, cursor))
+                continue
+            results = run_dot_command(state, chunk)
+            for result in results:
+                if isinstance(result, Script):
+                    continue
+                if result.cursor is not None:
+                    interruptible(state.con, lambda: show_cursor(state, result.cursor))
+                else:
+                    show(state, result)
+        for script in (r for r in results if isinstance(r, Script)):
+            execute(state, script.text)  # outside the hold: each of its chunks holds the file itself
+
+
+# statements that leave the database as it was; any other one attaches it read-write
+_READING = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN, duckdb.StatementType.SET,
+            duckdb.StatementType.VARIABLE_SET, duckdb.StatementType.PRAGMA}
+
+
+def _writes(chunk: str) -> bool:
+    if is_dot_command(chunk):
+        return command_writes(chunk)
+    try:
+        return any(st.type not in _READING for st in duckdb.extract_statements(chunk))
+    except duckdb.Error:
+        return False  # another dialect, or a syntax error that running it will report
 
 
 def split_input(text: str) -> list[str]:
@@ -135,23 +193,36 @@ def split_input(text: str) -> list[str]:
     return chunks
 
 
-def show(state: ShellState, results: list[Result]) -> None:
-    # tables fit the terminal the user sees; files and pipes get render's wide default
-    width = shutil.get_terminal_size().columns if _is_tty(state.out()) else None
-    for result in results:
-        if result.columns:
-            write(state, format_result(result, state.mode, width))
-        elif result.message:
-            print(result.message, flush=True)  # status lines stay on screen, out of .output files
+def show(state: ShellState, result: Result) -> None:
+    if result.columns:
+        write(state, render(result.columns, result.rows, state.mode, _width(state)))
+    elif result.message and state.interactive:
+        print(result.message, flush=True)  # status lines stay on screen, out of .output files
 
 
-def format_result(result: Result, mode: str, width: int | None = None) -> str:
-    if not result.columns:
-        return result.message or ""
-    text = render(result.columns, result.rows, mode, width=width)
-    if result.truncated:
-        text += f"\n(only the first {len(result.rows)} rows are shown; add a LIMIT or use .output)"
-    return text
+def show_cursor(state: ShellState, cursor) -> None:
+    """Print an executed statement's rows: a table through `write` (it may page), any other
+    mode streamed batch by batch."""
+    if not cursor.description:
+        if state.interactive:
+            print("OK", flush=True)
+        return
+    if [d[0] for d in cursor.description] == EXPLAIN_COLUMNS:
+        write(state, "\n".join(row[1] for row in cursor.fetchall()))  # the plan as DuckDB draws it
+        return
+    if state.mode != "table":
+        write_cursor(cursor, state.mode, state.out())
+        return
+    buffer = io.StringIO()
+    write_cursor(cursor, "table", buffer, _width(state), state.max_rows)
+    write(state, buffer.getvalue().rstrip("\n"))
+
+
+EXPLAIN_COLUMNS = ["explain_key", "explain_value"]
+
+
+def _width(state: ShellState) -> int | None:
+    return table_width(state.out(), state.max_width)
 
 
 def write(state: ShellState, text: str) -> None:
@@ -162,7 +233,8 @@ def write(state: ShellState, text: str) -> None:
     if out is sys.stdout and _is_tty(out) and text.count("\n") + 2 > shutil.get_terminal_size().lines:
         import pydoc
 
-        pydoc.pager(text)
+        pager = load_config().pager
+        pydoc.pipepager(text, pager) if pager else pydoc.pager(text)
         return
     print(text, file=out, flush=True)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from functools import cached_property
 
 import duckdb
 
 from warehouse import sqlfiles
+from warehouse.errors import CtdaError
 
 # the LIMIT of shell/event_names.sql
 EVENT_NAME_LIMIT = 50
@@ -19,18 +21,20 @@ class Catalog:
     completion runs while no query does. `forget()` drops what DDL or an ingest may change.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection):
+    def __init__(self, con: duckdb.DuckDBPyConnection, holding=contextlib.nullcontext):
         self._con = con
+        self._holding = holding  # attaches the database file around each catalogue query
         self._event_names: dict[str, list[str]] = {}
 
     def _rows(self, sql: str, params=None) -> list[tuple]:
         try:
-            return self._con.execute(sql, params).fetchall()
-        except duckdb.Error:
-            return []  # e.g. no events table yet: nothing to offer
+            with self._holding():
+                return self._con.execute(sql, params).fetchall()
+        except (duckdb.Error, CtdaError):
+            return []  # e.g. no events table yet, or a writer holds the file: nothing to offer
 
     def forget(self) -> None:
-        for name in ("columns", "run_names"):
+        for name in ("columns", "column_comments", "_column_rows", "run_names"):
             self.__dict__.pop(name, None)
         self._event_names.clear()
 
@@ -38,9 +42,22 @@ class Catalog:
     def columns(self) -> dict[str, list[str]]:
         """Table or view name -> its column names, in order."""
         tables: dict[str, list[str]] = {}
-        for table, column in self._rows(sqlfiles.load("shell/catalog_columns.sql")):
+        for table, column, _ in self._column_rows:
             tables.setdefault(table, []).append(column)
         return tables
+
+    @cached_property
+    def column_comments(self) -> dict[str, dict[str, str]]:
+        """Table name (lower case) -> column -> its description (COMMENT ON), for the menu."""
+        comments: dict[str, dict[str, str]] = {}
+        for table, column, comment in self._column_rows:
+            if comment:
+                comments.setdefault(table.lower(), {})[column] = comment
+        return comments
+
+    @cached_property
+    def _column_rows(self) -> list[tuple[str, str, str | None]]:
+        return self._rows(sqlfiles.load("shell/catalog_columns.sql"))
 
     @property
     def tables(self) -> list[str]:

@@ -16,15 +16,15 @@ from pathlib import Path
 
 from warehouse import sqlfiles
 from warehouse.errors import CtdaError
+from warehouse.options import ANALYZE_OPTIONS, INGEST_OPTIONS, analysis_settings, command_parser
 from warehouse.output import FORMATS
 
-from .runner import READ_ONLY_MESSAGE, fetch, interruptible
-from .state import Result, ShellState
+from .runner import READ_ONLY_MESSAGE, interruptible
+from .state import Result, Script, ShellState
 
 # What a command's arguments complete to: a fixed tuple of words, or one of these sources.
-TABLES, REPORTS, PATHS, COMMANDS, ANALYZE_OPTIONS = "tables", "reports", "paths", "commands", "analyze"
+TABLES, REPORTS, PATHS, COMMANDS, ANALYZE = "tables", "reports", "paths", "commands", "analyze"
 DIALECTS = ("duckdb", "postgres", "mysql", "sqlite", "bigquery", "snowflake", "spark", "trino", "tsql")
-ANALYZE_METHODS = ("all", "ctda", "per_thread", "cross_rank")
 
 
 @dataclass(frozen=True)
@@ -34,16 +34,23 @@ class DotCommand:
     help: str
     handler: Callable[[ShellState, list[str]], Result | list[Result]]
     complete: tuple[str, ...] | str = ()
+    # the command changes the database: it runs with the file attached read-write
+    writes: bool = False
+    # the handler gets the rest of the line as one word, quotes kept (it holds SQL)
+    raw: bool = False
+    # the command attaches a database file itself (.open): it runs with none attached
+    attaches: bool = False
 
 
 REGISTRY: dict[str, DotCommand] = {}
 
 
-def dot_command(name: str, args: str, help: str, complete: tuple[str, ...] | str = ()):
+def dot_command(name: str, args: str, help: str, complete: tuple[str, ...] | str = (), writes: bool = False,
+                raw: bool = False, attaches: bool = False):
     """Register the decorated function as the dot command `name`."""
 
     def register(handler):
-        REGISTRY[name] = DotCommand(name, args, help, handler, complete)
+        REGISTRY[name] = DotCommand(name, args, help, handler, complete, writes, raw, attaches)
         return handler
 
     return register
@@ -53,12 +60,28 @@ def is_dot_command(text: str) -> bool:
     return text.lstrip().startswith(".")
 
 
+def command_writes(line: str) -> bool:
+    command = _command_of(line)
+    return bool(command and command.writes)
+
+
+def command_attaches(line: str) -> bool:
+    command = _command_of(line)
+    return bool(command and command.attaches)
+
+
+def _command_of(line: str) -> DotCommand | None:
+    words = line.split()
+    return REGISTRY.get(words[0].lower()) if words else None
+
+
 def run_dot_command(state: ShellState, line: str) -> list[Result]:
-    words = _split(line)
-    command = REGISTRY.get(words[0].lower())
+    name, _, rest = line.strip().partition(" ")
+    command = REGISTRY.get(name.lower())
     if command is None:
-        raise CtdaError(f"unknown command {words[0]}; .help lists the commands")
-    outcome = command.handler(state, words[1:])
+        raise CtdaError(f"unknown command {name}; .help lists the commands")
+    words = ([rest.strip()] if rest.strip() else []) if command.raw else _split(rest)
+    outcome = command.handler(state, words)
     return outcome if isinstance(outcome, list) else [outcome]
 
 
@@ -73,11 +96,29 @@ def help_rows() -> list[tuple[str, str, str]]:
     return [(c.name, c.args, c.help) for c in REGISTRY.values()]
 
 
+# help_text puts a longer command's description on the line below it
+HELP_COLUMN = 38
+
+
 def help_text() -> str:
     """The dot commands as plain text, for `ctda-sql shell --help`."""
-    width = max(len(f"{c.name} {c.args}") for c in REGISTRY.values())
     lines = ["dot commands (inside the shell):"]
-    lines += [f"  {(c.name + ' ' + c.args).ljust(width)}  {c.help}" for c in REGISTRY.values()]
+    for command in REGISTRY.values():
+        usage = f"  {command.name} {command.args}".rstrip()
+        if len(usage) < HELP_COLUMN:
+            lines.append(f"{usage.ljust(HELP_COLUMN)}{command.help}")
+        else:
+            lines += [usage, " " * HELP_COLUMN + command.help]
+    return "\n".join(lines)
+
+
+def markdown_table() -> str:
+    """The dot commands as the markdown table of docs/shell.md."""
+    def cell(text: str) -> str:
+        return f"`{text.replace('|', chr(92) + '|')}`" if text else ""
+
+    lines = ["| command | arguments | does |", "| --- | --- | --- |"]
+    lines += [f"| `{c.name}` | {cell(c.args)} | {c.help} |".replace("|  |", "| |") for c in REGISTRY.values()]
     return "\n".join(lines)
 
 
@@ -89,24 +130,14 @@ def _expect(words: list[str], most: int, usage: str, least: int = 0) -> None:
 
 
 def _query(state: ShellState, sql: str, params=None) -> Result:
-    return interruptible(state.con, lambda: fetch(state.con.execute(sql, params), state.max_rows))
+    """The executed query, its rows printed as they are fetched."""
+    return Result(cursor=interruptible(state.con, lambda: state.con.execute(sql, params)))
 
 
-def _options(words: list[str], names: tuple[str, ...], usage: str) -> tuple[list[str], dict[str, list[str]]]:
-    """Positional words and `--name VALUE` options (repeatable) from `words`."""
-    positional, options = [], {}
-    items = iter(words)
-    for word in items:
-        if word in names:
-            value = next(items, None)
-            if value is None:
-                raise CtdaError(f"{word} needs a value; usage: {usage}")
-            options.setdefault(word, []).append(value)
-        elif word.startswith("--"):
-            raise CtdaError(f"unknown option {word}; usage: {usage}")
-        else:
-            positional.append(word)
-    return positional, options
+def _fetched(state: ShellState, sql: str, params=None) -> Result:
+    """The query's rows, all in memory (for small catalogue answers)."""
+    cursor = interruptible(state.con, lambda: state.con.execute(sql, params))
+    return Result([d[0] for d in cursor.description], cursor.fetchall())
 
 
 def _writable(state: ShellState) -> None:
@@ -140,10 +171,11 @@ def schema(state, words):
     _expect(words, 1, ".schema [TABLE]")
     if not words:
         return _query(state, sqlfiles.load("shell/schema_all.sql"))
-    result = _query(state, sqlfiles.load("shell/columns.sql"), [words[0]])
+    result = _fetched(state, sqlfiles.load("shell/columns.sql"), [words[0]])
     if not result.rows:
         raise CtdaError(f"no table or view named {words[0]!r}; .tables lists them")
-    return result
+    described = _fetched(state, sqlfiles.load("shell/table_comment.sql"), [words[0]]).rows
+    return [Result(message=f"{words[0]}: {described[0][0]}")] * bool(described) + [result]
 
 
 @dot_command(".runs", "", "the ingested runs: ranks, steps, events, metadata")
@@ -178,46 +210,46 @@ def _run_report(state: ShellState, name: str, given: dict[str, str]) -> Result:
     from warehouse.reports import find_report, run_report
 
     found = find_report(name)
-    return interruptible(state.con, lambda: fetch(run_report(state.con, found, given), state.max_rows))
+    return Result(cursor=interruptible(state.con, lambda: run_report(state.con, found, given)))
 
 
-@dot_command(".ingest", "PATH... [--run NAME] [--meta KEY=VALUE]...",
-             "load trace files or folders of rank files as one run", complete=PATHS)
+_INGEST = command_parser(".ingest", INGEST_OPTIONS, positional="PATH...")
+_ANALYZE = command_parser(".analyze", ANALYZE_OPTIONS)
+
+
+@dot_command(".ingest", _INGEST.usage.removeprefix(".ingest "),
+             "load trace files or folders of rank files as one run", complete=PATHS, writes=True)
 def ingest(state, words):
     from warehouse import Warehouse
     from warehouse.cli import meta_value, parse_key_values
 
-    usage = ".ingest PATH... [--run NAME] [--meta KEY=VALUE]..."
-    paths, options = _options(words, ("--run", "--meta"), usage)
-    _expect(paths, 10_000, usage, least=1)
+    args = _INGEST.parse_args(words)
     _writable(state)
-    meta = {k: meta_value(v) for k, v in parse_key_values(options.get("--meta"), "--meta").items()}
-    run_name = options.get("--run", [None])[-1]
-    outcome = Warehouse.on_connection(state.con).ingest(paths, run=run_name, meta=meta)
+    meta = {k: meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
+    outcome = Warehouse.on_connection(state.con).ingest(args.paths, run=args.run, meta=meta,
+                                                        replace=args.replace)
     state.schema_changed()
     rows = [(line,) for line in outcome.loaded] + [(f"warning: {w}",) for w in outcome.skipped + outcome.warnings]
     return Result([f"run {outcome.run_name}"], rows)
 
 
-@dot_command(".analyze", "[--run NAME] [--method all|ctda|per_thread|cross_rank]",
-             "build dependency graphs and critical paths", complete=ANALYZE_OPTIONS)
+@dot_command(".analyze", _ANALYZE.usage.removeprefix(".analyze "),
+             "build dependency graphs and critical paths", complete=ANALYZE, writes=True)
 def analyze(state, words):
-    usage = ".analyze [--run NAME] [--method all|ctda|per_thread|cross_rank]"
-    positional, options = _options(words, ("--run", "--method"), usage)
-    _expect(positional, 0, usage)
-    method = options.get("--method", ["all"])[-1]
-    if method not in ANALYZE_METHODS:
-        raise CtdaError(f"unknown method {method!r}; choose one of {', '.join(ANALYZE_METHODS)}")
-    _writable(state)
     from warehouse import Warehouse
 
-    summary = Warehouse.on_connection(state.con).analyze(run=options.get("--run", [None])[-1], method=method)
+    args = _ANALYZE.parse_args(words)
+    settings = analysis_settings(args)
+    _writable(state)
+    summary = Warehouse.on_connection(state.con).analyze(
+        run=args.run, method=args.method, window=args.window, wait_gap_us=settings.wait_gap_us,
+        split_starved=settings.split_starved)
     state.schema_changed()
     return Result(message=str(summary))
 
 
 @dot_command(".whatif", "[--run NAME] [--scale [CAT:]PATTERN=FACTOR]... [--comm-bandwidth-scale F] ...",
-             "predict step time under a change (options as `ctda-sql whatif`)")
+             "predict step time under a change (options as `ctda-sql whatif`)", writes=True)
 def whatif(state, words):
     from warehouse.cli_whatif import parse_shell_words, run
 
@@ -234,6 +266,27 @@ def mode(state, words):
         raise CtdaError(f"unknown mode {words[0]!r}; choose one of {', '.join(FORMATS)}")
     state.mode = words[0]
     return Result(message=f"mode {state.mode}")
+
+
+@dot_command(".maxrows", "N", "rows a table shows (the rest are counted); other modes print every row")
+def maxrows(state, words):
+    state.max_rows = _count(words, ".maxrows N", least=1)
+    return Result(message=f"maxrows {state.max_rows}")
+
+
+@dot_command(".maxwidth", "N|auto", "widest table in characters: 0 for no limit, auto to fit the terminal",
+             complete=("auto", "0"))
+def maxwidth(state, words):
+    auto = words == ["auto"]
+    state.max_width = None if auto else _count(words, ".maxwidth N|auto", least=0)
+    return Result(message=f"maxwidth {'auto' if auto else state.max_width}")
+
+
+def _count(words: list[str], usage: str, least: int) -> int:
+    _expect(words, 1, usage, least=1)
+    if not words[0].isdigit() or int(words[0]) < least:
+        raise CtdaError(f"usage: {usage} (a whole number of at least {least})")
+    return int(words[0])
 
 
 @dot_command(".timer", "on|off", "show how long each input took", complete=("on", "off"))
@@ -256,13 +309,11 @@ def output(state, words):
 
 @dot_command(".read", "FILE", "run the SQL and dot commands in FILE", complete=PATHS)
 def read(state, words):
-    from .app import execute
-
     _expect(words, 1, ".read FILE", least=1)
     path = Path(words[0])
     if not path.is_file():
         raise CtdaError(f"{path}: no such file")
-    return execute(state, path.read_text(encoding="utf-8"))
+    return Script(path.read_text(encoding="utf-8"))
 
 
 @dot_command(".dialect", "|".join(DIALECTS[:3]) + "|...",
@@ -277,6 +328,50 @@ def dialect(state, words):
         raise CtdaError(f"unknown dialect {words[0]!r}; for example {', '.join(DIALECTS)}") from None
     state.dialect = words[0].lower()
     return Result(message=f"dialect {state.dialect}")
+
+
+@dot_command(".explain", "SQL", "run SQL with EXPLAIN ANALYZE and print its plan with times and row counts",
+             raw=True)
+def explain(state, words):
+    _expect(words, 1, ".explain SQL", least=1)
+    return _query(state, "EXPLAIN ANALYZE " + words[0].rstrip().rstrip(";"))
+
+
+# .export: the COPY format of each file name ending
+EXPORT_FORMATS = {".csv": "csv", ".tsv": "csv, DELIMITER '\t'", ".parquet": "parquet", ".json": "json"}
+
+
+@dot_command(".export", "FILE SQL", "write the result of SQL to FILE: .csv, .tsv, .parquet or .json (one object a line)",
+             raw=True)
+def export(state, words):
+    usage = ".export FILE SQL"
+    _expect(words, 1, usage, least=1)
+    target, _, sql = words[0].partition(" ")
+    suffix = Path(target).suffix.lower()
+    if suffix not in EXPORT_FORMATS:
+        raise CtdaError(f"cannot tell the format of {target!r}; name it {', '.join('*' + s for s in EXPORT_FORMATS)}")
+    if not sql.strip():
+        raise CtdaError(f"usage: {usage}")
+    # the file name is bound; the SQL is the user's own statement, run as typed
+    copy = f"COPY ({sql.strip().rstrip(';')}) TO ? (FORMAT {EXPORT_FORMATS[suffix]})"
+    interruptible(state.con, lambda: state.con.execute(copy, [str(Path(target).expanduser())]))
+    return Result(message=f"exported to {target}")
+
+
+@dot_command(".open", "FILE [--read-only]", "work on another database file (created unless --read-only)",
+             complete=PATHS, attaches=True)
+def open_database(state, words):
+    from warehouse.connection import prepare_session
+
+    _expect(words, 2, ".open FILE [--read-only]", least=1)
+    read_only = words[1:] == ["--read-only"]
+    if len(words) == 2 and not read_only:
+        raise CtdaError("usage: .open FILE [--read-only]")
+    path = Path(words[0]).expanduser()
+    prepare_session(state.con, path, read_only)
+    state.db_path, state.read_only = path, read_only
+    state.schema_changed()
+    return Result(message=f"opened {path}" + (" (read-only)" if read_only else ""))
 
 
 @dot_command(".quit", "", "leave the shell (Ctrl-D does too)")

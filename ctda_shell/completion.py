@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 
+from warehouse.options import ANALYZE_METHODS, ANALYZE_OPTIONS
+
 from . import commands
 from .catalog import Catalog
 
@@ -61,7 +63,7 @@ class WarehouseCompleter(Completer):
             return sorted(commands.REGISTRY) if not before else []
         if spec == commands.REPORTS:
             return self._report_words(before)
-        if spec == commands.ANALYZE_OPTIONS:
+        if spec == commands.ANALYZE:
             return self._analyze_words(before)
         return []
 
@@ -77,8 +79,8 @@ class WarehouseCompleter(Completer):
         if before and before[-1] == "--run":
             return self.catalog.run_names
         if before and before[-1] == "--method":
-            return list(commands.ANALYZE_METHODS)
-        return ["--run", "--method"]
+            return list(ANALYZE_METHODS)
+        return [option.flag for option in ANALYZE_OPTIONS]
 
     def _path(self, current: str, event: CompleteEvent) -> Iterable[Completion]:
         yield from self._paths.get_completions(Document(current, len(current)), event)
@@ -89,11 +91,18 @@ class WarehouseCompleter(Completer):
             yield from self._values(quoted.group(1), quoted.group(2), whole)
         elif dotted := _DOTTED.search(before):
             table = _aliases(whole).get(dotted.group(1).lower(), dotted.group(1))
-            yield from _matching(dotted.group(2), self._columns_of(table), "column")
+            yield from _matching(dotted.group(2), self._columns_of(table), "column", kinds=self._comments([table]))
         elif table_place := _AFTER_TABLE_KEYWORD.search(before):
             yield from _matching(table_place.group(2), self.catalog.tables, "table")
         else:
             yield from self._anything(_WORD.search(before).group(0), whole)
+
+    def _comments(self, tables: list[str]) -> dict[str, str]:
+        """Column -> description over `tables` (the first table naming a column wins)."""
+        merged: dict[str, str] = {}
+        for table in reversed(tables):
+            merged.update(self.catalog.column_comments.get(table.lower(), {}))
+        return merged
 
     def _columns_of(self, table: str) -> list[str]:
         return next((cols for name, cols in self.catalog.columns.items() if name.lower() == table.lower()), [])
@@ -103,7 +112,7 @@ class WarehouseCompleter(Completer):
             return  # nothing typed yet: a list of a thousand words helps nobody
         mentioned = set(_aliases(whole).values())
         columns = sorted({c for t in mentioned for c in self._columns_of(t)})
-        yield from _matching(word, columns, "column")
+        yield from _matching(word, columns, "column", kinds=self._comments(sorted(mentioned)))
         yield from _matching(word, self.catalog.tables, "table")
         yield from _matching(word, [name for name, _ in self.catalog.functions], "function", kinds=dict(self.catalog.functions))
         keywords = self.catalog.keywords if not word.islower() else [k.lower() for k in self.catalog.keywords]

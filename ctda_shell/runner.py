@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import duckdb
 
-from warehouse.errors import CtdaError
+from warehouse.errors import CtdaError, first_line, position_lines
 
-from .state import Result, ShellState
+from .state import ShellState
 
 READ_ONLY_MESSAGE = "the database is open read-only"
 
@@ -17,32 +18,17 @@ class QueryCancelled(Exception):
     """Ctrl-C while a query ran; the query was interrupted, the session goes on."""
 
 
-def run_sql(state: ShellState, text: str) -> list[Result]:
-    """Every statement of `text` (in the session's dialect), one Result each."""
+def run_sql(state: ShellState, text: str, show: Callable[[duckdb.DuckDBPyConnection], None]) -> None:
+    """Run every statement of `text` (in the session's dialect) in turn, `show`ing each one's
+    cursor while it can still be interrupted; the first failing statement raises."""
     from warehouse.dialect import to_duckdb, warehouse_column_types  # sqlglot: only when SQL runs
 
     column_types = warehouse_column_types(state.con) if state.dialect != "duckdb" else None
     sql = to_duckdb(text, state.dialect, column_types)
-    results = []
     for statement in duckdb.extract_statements(sql):
-        results.append(run_statement(state, statement.query, statement.type))
-    return results
-
-
-def run_statement(state: ShellState, sql: str, kind=None) -> Result:
-    result = interruptible(state.con, lambda: fetch(state.con.execute(sql), state.max_rows))
-    if kind is not None and kind != duckdb.StatementType.SELECT:
-        state.schema_changed()
-    return result
-
-
-def fetch(cursor, max_rows: int) -> Result:
-    """Columns and up to `max_rows` rows of an executed cursor."""
-    if not cursor.description:
-        return Result(message="OK")
-    columns = [d[0] for d in cursor.description]
-    rows = cursor.fetchmany(max_rows + 1)
-    return Result(columns, rows[:max_rows], truncated=len(rows) > max_rows)
+        interruptible(state.con, lambda: show(state.con.execute(statement.query)))
+        if statement.type != duckdb.StatementType.SELECT:
+            state.schema_changed()
 
 
 def interruptible(con: duckdb.DuckDBPyConnection, work):
@@ -84,15 +70,6 @@ def error_lines(exc: BaseException) -> list[str]:
     """A user-facing error: one line, plus DuckDB's 'LINE n:' and caret lines when present."""
     if isinstance(exc, (CtdaError, QueryCancelled)):
         return [str(exc)]
-    text = str(exc).strip()
-    if "read-only" in text:
+    if "read-only" in str(exc):
         return [READ_ONLY_MESSAGE]
-    lines = text.splitlines() or [type(exc).__name__]
-    return [lines[0]] + _position_lines(lines)
-
-
-def _position_lines(lines: list[str]) -> list[str]:
-    for index, line in enumerate(lines):
-        if line.startswith("LINE ") and index + 1 < len(lines):
-            return [line, lines[index + 1]]
-    return []
+    return [first_line(exc)] + position_lines(exc)

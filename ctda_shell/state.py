@@ -9,15 +9,27 @@ from typing import TextIO
 
 import duckdb
 
+from warehouse.connection import attached
+from warehouse.output import DEFAULT_TABLE_ROWS
+
 
 @dataclass
 class Result:
-    """What every input gives back, SQL or dot command: a table, or a status message."""
+    """What a dot command gives back: a table, an executed cursor whose rows are printed as
+    they are fetched, or a status message."""
 
     columns: list[str] = field(default_factory=list)
     rows: list[tuple] = field(default_factory=list)
     message: str | None = None
-    truncated: bool = False
+    cursor: duckdb.DuckDBPyConnection | None = None
+
+
+@dataclass
+class Script:
+    """Input to run as if typed (what `.read` gives back): its dot commands take effect in
+    order, so a `.mode` or `.output` in a file changes how the lines after it print."""
+
+    text: str
 
 
 @dataclass
@@ -31,10 +43,19 @@ class ShellState:
     output_file: TextIO | None = None
     output_path: str | None = None
     quit_requested: bool = False
-    # tables shown at most this many rows; larger results say they were cut
-    max_rows: int = 10_000
+    # typed at a prompt (status lines shown) or read from a pipe as a batch
+    interactive: bool = True
+    # tables show this many rows and count the rest; the other modes print every row
+    max_rows: int = DEFAULT_TABLE_ROWS
+    # widest table (.maxwidth): None fits the terminal, 0 is no limit
+    max_width: int | None = None
     # completion cache, told to forget after DDL and ingest (set by the app)
     on_schema_change: list = field(default_factory=list)
+
+    def holding(self, write: bool = False):
+        """The database file attached while the block runs; read-write only when `write`
+        and the session may write. Between inputs the session holds no lock on it."""
+        return attached(self.con, self.db_path, write=write and not self.read_only)
 
     def out(self) -> TextIO:
         """Where results go: the .output file, else the current stdout."""

@@ -44,6 +44,16 @@ def run_cli(capsys, db_path, monkeypatch):
 
 
 @pytest.fixture
+def terminal_env(tmp_path, monkeypatch):
+    """Environment for driving the shell under pexpect: private history, no pager prompts."""
+    monkeypatch.setenv("CTDA_HISTORY", str(tmp_path / "history"))
+    monkeypatch.setenv("PAGER", "cat")
+    monkeypatch.setenv("TERM", "xterm")
+    # pexpect does not answer cursor position requests; tell prompt_toolkit not to ask
+    monkeypatch.setenv("PROMPT_TOOLKIT_NO_CPR", "1")
+
+
+@pytest.fixture
 def builder() -> TraceBuilder:
     return TraceBuilder(rank=0)
 

@@ -38,9 +38,10 @@ def test_dot_command_is_in_the_shell_doc_with_its_arguments(name):
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
-def test_dot_command_is_in_the_readme(name):
+def test_dot_command_is_in_the_readme_or_the_shell_doc_it_links(name):
     # `.timer` alone, or with its arguments: `.timer on|off`
-    assert f"`{name}`" in README or f"`{name} " in README
+    in_readme = f"`{name}`" in README or f"`{name} " in README
+    assert in_readme or ("docs/shell.md" in README and _doc_row(REGISTRY[name]) in SHELL_DOC)
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
@@ -71,3 +72,19 @@ def test_every_documented_dot_command_exists():
 
     documented = set(re.findall(r"^\| `(\.[a-z]+)` \|", SHELL_DOC, flags=re.M))
     assert documented == set(REGISTRY)
+
+
+def test_the_shell_doc_table_is_generated_from_the_registry():
+    from ctda_shell.docs import with_generated_table
+
+    assert with_generated_table(SHELL_DOC) == SHELL_DOC, "run `python -m ctda_shell.docs` and commit docs/shell.md"
+
+
+@pytest.mark.parametrize("subcommand, dot", [("ingest", ".ingest"), ("analyze", ".analyze")])
+def test_cli_subcommands_and_dot_commands_share_their_options(subcommand, dot):
+    from warehouse.cli import build_parser
+
+    parser = build_parser()._subparsers._group_actions[0].choices[subcommand]
+    cli_flags = {flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")}
+    dot_flags = {word.strip("[]").rstrip(".") for word in REGISTRY[dot].args.split() if word.startswith("[--")}
+    assert dot_flags == cli_flags - {"--help", "--quiet", "--db"}

@@ -126,7 +126,7 @@ def test_run_diff_with_an_unknown_run_says_so(tmp_path, run_cli):
     for given in (["-p", "run_a=a", "-p", "run_b=nope"], ["-p", "run_a=nope", "-p", "run_b=a"]):
         result = run_cli("report", "run_diff", *given)
         assert result.code == 1
-        assert result.err.strip().endswith("run_diff: no run named nope"), result.err
+        assert result.err.strip().startswith("error: no run named 'nope'"), result.err
 
 
 # ---- ingest bookkeeping ----------------------------------------------------------------------
@@ -200,9 +200,12 @@ def test_safe_shell_refuses_files_but_reads_the_warehouse(shared_warehouse, db_p
 
     state = open_state(str(db_path), read_only=read_only, safe=True)
     try:
-        assert state.con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
-        with pytest.raises(duckdb.PermissionException):
-            state.con.execute(f"COPY runs TO '{shared_warehouse}/runs.csv'")
+        with state.holding(write=True):  # the file is attached while each input runs
+            assert state.con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+            with pytest.raises(duckdb.PermissionException):
+                state.con.execute(f"COPY runs TO '{shared_warehouse}/runs.csv'")
+            with pytest.raises(duckdb.PermissionException):
+                state.con.execute(f"ATTACH '{shared_warehouse}/other.duckdb' AS other")
     finally:
         state.con.close()
     assert not (shared_warehouse / "runs.csv").exists()

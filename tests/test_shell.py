@@ -12,7 +12,7 @@ from prompt_toolkit.output import DummyOutput
 
 from ctda_shell.app import build_session, input_complete, loop, open_state, run_and_show, split_input
 from ctda_shell.commands import REGISTRY
-from warehouse.tracebuilder import TraceBuilder
+from shell_helpers import write_trace
 
 ENTER, CTRL_C, CTRL_D = "\r", "\x03", "\x04"
 
@@ -21,16 +21,6 @@ ENTER, CTRL_C, CTRL_D = "\r", "\x03", "\x04"
 def private_history(tmp_path, monkeypatch):
     monkeypatch.setenv("CTDA_HISTORY", str(tmp_path / "history"))
     monkeypatch.delenv("CTDA_REPORTS", raising=False)
-
-
-def write_trace(folder, name="train"):
-    builder = TraceBuilder(rank=0, world_size=1)
-    main = builder.thread(100, "pt_main_thread")
-    builder.step(1, main, ts=0, dur=100)
-    builder.cpu_op(main, "aten::relu", ts=10, dur=20)
-    builder.cpu_op(main, f"op_of_{name}", ts=40, dur=5)  # distinct files, not re-loads of one
-    builder.launch(main, ts=50, dur=5, kernel="relu_kernel", stream=7, kernel_ts=60, kernel_dur=30)
-    return builder.write(folder / f"{name}.json")
 
 
 @pytest.fixture
@@ -160,8 +150,10 @@ def test_listing_commands(state, capsys, line, expected):
     (".timer maybe", "usage: .timer on|off"),
     (".dialect klingon", "unknown dialect 'klingon'"),
     (".read /no/such/file.sql", "no such file"),
-    (".analyze --method fastest", "unknown method 'fastest'"),
-    (".ingest", "usage: .ingest PATH..."),
+    (".analyze --method fastest", "invalid choice: 'fastest'"),
+    (".analyze --wait-gap-us soon", "invalid float value: 'soon'"),
+    (".ingest --bogus x", "unrecognized arguments: --bogus"),
+    (".ingest", "usage: .ingest PATH... [--run NAME]"),
     (".ingest /no/such/trace.json", "no such file or folder"),
 ])
 def test_dot_command_errors_are_one_line(state, capsys, line, message):
@@ -216,10 +208,11 @@ def test_ingest_and_meta_columns_from_the_shell(state, capsys, tmp_path):
     assert "h100" in out
 
 
-def test_analyze_runs_the_engine_or_says_why_not(state, capsys):
+def test_analyze_builds_the_critical_path_from_the_shell(state, capsys):
     worked, out, err = run(state, ".analyze --run train", capsys)
-    assert out.strip() if worked else len(err.strip().splitlines()) == 1
-    assert run(state, "SELECT 'session goes on';", capsys)[0]
+    assert worked and "CPCR" in out, err
+    _, out, _ = run(state, "SELECT DISTINCT method FROM critical_path ORDER BY method;", capsys)
+    assert "ctda" in out and "per_thread" in out
 
 
 def test_read_only_refuses_writes_with_a_clear_line(warehouse, capsys):
@@ -234,9 +227,9 @@ def test_read_only_refuses_writes_with_a_clear_line(warehouse, capsys):
 
 
 def test_long_results_are_cut_with_a_note(state, capsys):
-    state.max_rows = 5
+    run(state, ".maxrows 5", capsys)
     _, out, _ = run(state, "SELECT * FROM range(100);", capsys)
-    assert "only the first 5 rows" in out
+    assert "(100 rows, 5 shown)" in out and " 4 │" in out and " 5 │" not in out
 
 
 def test_ctrl_c_interrupts_a_running_query(state, capsys):
@@ -275,3 +268,72 @@ class _FakeTerminal:
 
     def flush(self):
         pass
+
+
+def test_mode_and_output_inside_a_read_file_apply_to_the_lines_after_them(state, capsys, tmp_path):
+    target = tmp_path / "second.csv"
+    script = tmp_path / "script.sql"
+    script.write_text(f".mode json\nSELECT 1 AS one;\n.mode csv\n.output {target}\nSELECT 2 AS two;\n.output stdout\n")
+    _, out, _ = run(state, f".read {script}", capsys)
+    assert '{"one": 1}' in out and "two" not in out
+    assert target.read_text() == "two\n2\n"
+
+
+def test_maxwidth_fits_tables_and_zero_lifts_the_limit(state, capsys):
+    wide = "SELECT repeat('x', 200) AS a;"
+    run(state, ".maxwidth 40", capsys)
+    assert max(len(line) for line in run(state, wide, capsys)[1].splitlines()) == 40
+    run(state, ".maxwidth 0", capsys)
+    assert "x" * 200 in run(state, wide, capsys)[1]
+
+
+def test_ingest_replace_and_analyze_options_work_in_the_shell(state, capsys, tmp_path):
+    trace = write_trace(tmp_path, "train")  # the file the fixture already ingested
+    worked, out, err = run(state, f".ingest {trace} --run train --replace", capsys)
+    assert worked and "train.json" in out, err
+    worked, out, err = run(state, ".analyze --run train --method ctda --no-split-starved --wait-gap-us 2", capsys)
+    assert worked, err
+    _, out, _ = run(state, "SELECT DISTINCT method FROM critical_path;", capsys)
+    assert "ctda" in out and "per_thread" not in out
+
+
+def test_schema_shows_the_description_of_a_table_and_its_columns(state, capsys):
+    worked, out, err = run(state, ".schema events", capsys)
+    assert worked, err
+    assert "events: every traceEvent of every file" in out
+    assert "position of the event in the file's traceEvents array" in out
+
+
+def test_explain_prints_the_plan_as_duckdb_draws_it(state, capsys):
+    for line in (".explain SELECT name, count(*) FROM events GROUP BY name;",
+                 "EXPLAIN ANALYZE SELECT name, count(*) FROM events GROUP BY name;"):
+        worked, out, err = run(state, line, capsys)
+        assert worked, err
+        assert "Total Time:" in out and "\\n" not in out and "explain_value" not in out
+
+
+@pytest.mark.parametrize("name", ["top.csv", "top.tsv", "top.parquet", "top.json"])
+def test_export_writes_a_result_in_the_format_its_name_says(state, capsys, tmp_path, name):
+    import duckdb
+
+    target = tmp_path / name
+    worked, _, err = run(state, f".export {target} SELECT 'it''s' AS label, 2 AS n;", capsys)
+    assert worked, err
+    reader = {".csv": "read_csv", ".tsv": "read_csv", ".parquet": "read_parquet", ".json": "read_json"}[target.suffix]
+    assert duckdb.sql(f"SELECT label, n FROM {reader}('{target}')").fetchall() == [("it's", 2)]
+
+
+def test_export_refuses_a_name_without_a_known_format(state, capsys, tmp_path):
+    worked, _, err = run(state, f".export {tmp_path / 'top.xlsx'} SELECT 1;", capsys)
+    assert not worked and "cannot tell the format" in err and len(err.splitlines()) == 1
+
+
+def test_open_switches_database_and_keeps_the_session(state, capsys, tmp_path):
+    run(state, "CREATE TEMP TABLE notes AS SELECT 'kept' AS note;", capsys)
+    other = tmp_path / "other.duckdb"
+    worked, out, err = run(state, f".open {other}", capsys)
+    assert worked and f"opened {other}" in out, err
+    _, out, _ = run(state, "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT note FROM notes) AS note;", capsys)
+    assert "kept" in out and " 0 │" in out
+    worked, _, err = run(state, f".open {tmp_path / 'missing.duckdb'} --read-only", capsys)
+    assert not worked and "no database at" in err

@@ -26,8 +26,9 @@ def completer(tmp_path_factory):
     from warehouse.ingest import ingest
 
     state = open_state(str(folder / "c.duckdb"))
-    ingest(state.con, [builder.write(folder / "t.json")], run_name="nightly_run", show_progress=False)
-    yield WarehouseCompleter(Catalog(state.con))
+    with state.holding(write=True):
+        ingest(state.con, [builder.write(folder / "t.json")], run_name="nightly_run", show_progress=False)
+    yield WarehouseCompleter(Catalog(state.con, state.holding))
     state.con.close()
 
 
@@ -103,11 +104,18 @@ def test_nothing_typed_offers_nothing(completer):
 def test_event_name_completion_offers_the_first_50_of_a_million_events(tmp_path):
     # how fast it is on big warehouses is measured by hand in bench/, not asserted here
     state = open_state(str(tmp_path / "big.duckdb"))
-    state.con.execute(
-        "INSERT INTO events (run_id, rank, event_id, name) "
-        "SELECT 1, 0, i, 'op_' || (i % 5000) FROM range(1000000) AS r(i)"
-    )
-    completer = WarehouseCompleter(Catalog(state.con))
+    with state.holding(write=True):
+        state.con.execute(
+            "INSERT INTO events (run_id, rank, event_id, name) "
+            "SELECT 1, 0, i, 'op_' || (i % 5000) FROM range(1000000) AS r(i)"
+        )
+    completer = WarehouseCompleter(Catalog(state.con, state.holding))
     found = candidates(completer, "SELECT * FROM events WHERE name = 'op_1")
     assert len(found) == 50 and all(name.startswith("op_1") for name in found)
     state.con.close()
+
+
+def test_column_completion_shows_each_columns_description(completer):
+    found = completer.get_completions(Document("SELECT * FROM events e WHERE e.dur"), CompleteEvent(completion_requested=True))
+    meta = {c.text: c.display_meta_text for c in found}
+    assert meta == {"dur_us": "duration in microseconds (NULL for events without one)"}

@@ -14,15 +14,6 @@ pexpect = pytest.importorskip("pexpect")
 PROMPT = "ctda>"
 
 
-@pytest.fixture
-def terminal_env(tmp_path, monkeypatch):
-    monkeypatch.setenv("CTDA_HISTORY", str(tmp_path / "history"))
-    monkeypatch.setenv("PAGER", "cat")
-    monkeypatch.setenv("TERM", "xterm")
-    # pexpect does not answer cursor position requests; tell prompt_toolkit not to ask
-    monkeypatch.setenv("PROMPT_TOOLKIT_NO_CPR", "1")
-
-
 def at_prompt(child, line: str | None) -> None:
     """Wait for the prompt, give prompt_toolkit a moment to start reading keys, then type."""
     child.expect(PROMPT)
@@ -63,6 +54,31 @@ def test_read_only_shell_refuses_writes(tmp_path, terminal_env):
     child.expect("read-only")
     at_prompt(child, "CREATE TABLE t (a INTEGER);")
     child.expect("the database is open read-only")
+    at_prompt(child, None)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_ctrl_r_finds_an_earlier_statement_and_enter_runs_it(tmp_path, terminal_env):
+    child = spawn_shell(tmp_path / "t.duckdb")
+    at_prompt(child, "SELECT 'needle' || 'found' AS hit;")
+    child.expect("needlefound")
+    at_prompt(child, "SELECT 'other' AS x;")
+    child.expect("other")
+    child.expect(PROMPT)
+    time.sleep(0.3)
+    child.send("\x12")  # Ctrl-R
+    time.sleep(0.3)
+    child.send("needle")
+    child.expect("needle': ")  # the search line shows what it found while you type
+    child.expect("found")
+    time.sleep(0.3)
+    child.send("\r")  # accept the match
+    time.sleep(0.3)
+    child.send("\r")  # run it
+    child.expect("needlefound")
+    child.expect(r"\(1 row\)")
     at_prompt(child, None)
     child.expect(pexpect.EOF)
     child.close()

@@ -109,7 +109,8 @@ def test_the_shell_runs_whatif(small, db_path):
     small.close()
     state = open_state(str(db_path))
     try:
-        steps, hotspots = run_dot_command(state, ".whatif --run small --scale aten::relu=0")
+        with state.holding(write=True):  # as the shell's runner does around each input
+            steps, hotspots = run_dot_command(state, ".whatif --run small --scale aten::relu=0")
         assert steps.rows[0][5] == 80.0 and hotspots.columns[0] == "kind"
     finally:
         state.con.close()

@@ -15,8 +15,9 @@ from . import __version__
 from .api import Warehouse
 from .cli_whatif import add_parser as _add_whatif
 from .connection import resolve_db_path
-from .errors import CtdaError
-from .output import FORMATS, render
+from .errors import CtdaError, first_line
+from .options import ANALYZE_OPTIONS, INGEST_OPTIONS, add_options
+from .output import DEFAULT_TABLE_ROWS, FORMATS, default_format, render, table_width, write_cursor
 from .signals import stop_watching_sigint, watch_sigint
 from .transaction import forget_commits, interrupted_message, is_interruption, work_saved
 
@@ -79,9 +80,12 @@ def _new_database_removed_on_failure(db_path: Path):
 
 
 def cmd_analyze(args) -> int:
+    from .options import analysis_settings
+
+    settings = analysis_settings(args)  # a bad option fails before the database opens
     with Warehouse(resolve_db_path(args.db), udfs_for="") as wh:  # the engine calls no Python UDF
         print(wh.analyze(run=args.run, method=args.method, window=args.window,
-                         wait_gap_us=args.wait_gap_us, split_starved=not args.no_split_starved,
+                         wait_gap_us=settings.wait_gap_us, split_starved=settings.split_starved,
                          show_progress=not args.quiet))
     return 0
 
@@ -97,20 +101,20 @@ def cmd_query(args) -> int:
         print(sql)
         return 0
     with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=sql, safe=args.safe) as wh:
-        return _print_result(wh.sql(sql), args.format)
+        return _print_result(wh.con.execute(sql), args)  # a cursor streams rows as they come
 
 
 def cmd_report(args) -> int:
-    from .reports import find_report
+    from .reports import find_report, run_report
 
     folders = [Path(f) for f in args.reports or []]
     if args.list or not args.name:
         with Warehouse(":memory:", udfs_for="") as wh:  # listing needs no database
-            return _print_result(wh.reports(folders), args.format)
+            return _print_result(wh.reports(folders), args)
     report = find_report(args.name, folders)  # unknown names fail before the database opens
     given = parse_key_values(args.param, "--param")
     with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=report.sql, safe=args.safe) as wh:
-        return _print_result(wh.report(args.name, folders, **given), args.format)
+        return _print_result(run_report(wh.con, report, given), args)
 
 
 def cmd_meta(args) -> int:
@@ -127,19 +131,41 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def _print_result(result, fmt: str) -> int:
-    """Print a relation (None for statements that return nothing) in `fmt`."""
-    columns = list(result.columns) if result is not None else []
-    rows = result.fetchall() if columns else []
-    print(render(columns, rows, fmt))
+def _print_result(cursor, args) -> int:
+    """Print an executed cursor or a relation (None for statements that return nothing)."""
+    from .config import load_config
+
+    if cursor is None:
+        return 0
+    if isinstance(cursor, duckdb.DuckDBPyRelation):  # a small listing: relations cannot stream
+        cursor = _FetchedRows(cursor.columns, cursor.types, cursor.fetchall())
+    config = load_config()  # options given on the command line win over the settings file
+    fmt = args.format or config.format or default_format(sys.stdout)
+    width = table_width(sys.stdout, args.max_width if args.max_width is not None else config.max_width)
+    write_cursor(cursor, fmt, sys.stdout, width, args.max_rows or config.max_rows or DEFAULT_TABLE_ROWS)
     return 0
+
+
+class _FetchedRows:
+    """Rows already fetched, read the way write_cursor reads a cursor."""
+
+    def __init__(self, columns: list[str], types: list, rows: list[tuple]):
+        self.description = [(name, str(type_)) for name, type_ in zip(columns, types)]
+        self._rows = iter(rows)
+
+    def fetchmany(self, size: int) -> list[tuple]:
+        return [row for _, row in zip(range(size), self._rows)]
 
 
 # ---- parser -----------------------------------------------------------------------------
 
 def _add_format(parser) -> None:
-    parser.add_argument("--format", "-f", choices=FORMATS, default="table",
-                        help="output format (default: table)")
+    parser.add_argument("--format", "-f", choices=FORMATS,
+                        help="output format (default: table on a terminal, csv into a pipe or file)")
+    parser.add_argument("--max-width", type=int, metavar="N",
+                        help="widest table in characters, 0 for no limit (default: the terminal's width)")
+    parser.add_argument("--max-rows", type=int, metavar="N",
+                        help=f"rows a table shows; the other formats print every row (default: {DEFAULT_TABLE_ROWS})")
 
 
 def build_parser(shell_help: str | None = None) -> argparse.ArgumentParser:
@@ -180,10 +206,7 @@ def _add_ingest(sub) -> None:
                                    "files into the warehouse as one run. All or nothing: a bad file "
                                    "leaves the database unchanged.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="trace file or folder of rank files")
-    p.add_argument("--run", help="run name (default: the folder or file name)")
-    p.add_argument("--meta", action="append", metavar="KEY=VALUE",
-                   help="experiment metadata stored in runs.meta (repeatable)")
-    p.add_argument("--replace", action="store_true", help="re-load files already in the warehouse")
+    add_options(p, INGEST_OPTIONS)  # shared with the shell's .ingest
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     _db_option(p)
     p.set_defaults(handler=cmd_ingest)
@@ -194,20 +217,7 @@ def _add_analyze(sub) -> None:
                        description="Materialize nodes, edges and critical_path for every step of "
                                    "every rank (of one run with --run). Re-running replaces earlier "
                                    "results for the same run and method.")
-    p.add_argument("--run", help="run name (default: all runs)")
-    p.add_argument("--method", choices=("ctda", "per_thread", "cross_rank", "all"), default="all",
-                   help="ctda links the main and autograd threads; per_thread keeps them apart "
-                        "(default: all)")
-    p.add_argument("--window", metavar="PREFIX",
-                   help="analyse every annotation whose name starts with PREFIX instead of ProfilerStep")
-    p.add_argument("--wait-gap-us", type=float, metavar="N",
-                   help="in traces without cuda_sync events, a kernel that starts within N us of "
-                        "work on another stream ending (and well after its launch and stream "
-                        "predecessor) waited for that work (default: 15, from the hand-offs "
-                        "measured on real traces; docs/method.md)")
-    p.add_argument("--no-split-starved", action="store_true",
-                   help="keep one GPU node per CPU node and stream, as the method's paper does, "
-                        "instead of splitting it where the GPU sat idle waiting for a launch")
+    add_options(p, ANALYZE_OPTIONS)  # shared with the shell's .analyze
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     _db_option(p)
     p.set_defaults(handler=cmd_analyze)
@@ -306,8 +316,3 @@ def main(argv: list[str] | None = None, shell: Callable[[argparse.Namespace], in
         # output piped into `head` and the like: stop quietly
         sys.stderr.close()
         return 0
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

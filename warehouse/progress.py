@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -10,8 +11,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 @contextmanager
 def progress_bar(label: str, total: int, visible: bool = True):
-    """Yield an `advance()` callable; draws a bar on stderr only when visible."""
-    if not visible:
+    """Yield an `advance()` callable; draws a bar on stderr only when visible and a terminal
+    (into a pipe or a log file a bar leaves only stray blank lines)."""
+    if not (visible and sys.stderr.isatty()):
         yield lambda: None
         return
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

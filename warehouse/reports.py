@@ -145,10 +145,58 @@ def find_report(name: str, extra_folders: list[Path] | None = None) -> Report:
 
 
 def run_report(con, report: Report, given: dict[str, object]):
-    """Execute the report with bound parameters; returns the DuckDB cursor."""
-    return con.execute(report.sql, report.bind(given))
+    """Execute the report with bound parameters; returns the DuckDB cursor.
+
+    A run parameter naming no run, or a report on critical paths of a run that `analyze`
+    has not seen, is a CtdaError saying so (rather than an empty result)."""
+    values = report.bind(given)
+    _check_runs(con, report, values)
+    return con.execute(report.sql, values)
 
 
 def report_relation(con, report: Report, given: dict[str, object]):
-    """The report as a DuckDB relation with bound parameters (.df(), .arrow(), .pl())."""
-    return con.sql(report.sql, params=report.bind(given))
+    """The report as a DuckDB relation with bound parameters (.df(), .arrow(), .pl()), after
+    the same run checks as run_report."""
+    values = report.bind(given)
+    _check_runs(con, report, values)
+    return con.sql(report.sql, params=values)
+
+
+# parameters that name a run, and the tables only `analyze` fills
+_RUN_PARAMS = ("run", "run_a", "run_b")
+_ANALYSIS_TABLES = re.compile(r"\b(analysis_windows|critical_path|path_events|nodes|edges)\b", re.IGNORECASE)
+_LISTED_RUNS = 20
+
+
+def _check_runs(con, report: Report, values: dict[str, object]) -> None:
+    named = [values[p] for p in _RUN_PARAMS if values.get(p) is not None]
+    needs_analysis = bool(_ANALYSIS_TABLES.search(report.sql))
+    if not named and not needs_analysis:
+        return
+    status = dict(_run_status(con))
+    for run in named:
+        if run not in status:
+            raise CtdaError(f"no run named {run!r}; runs: {_run_list(status)}")
+    if not needs_analysis:
+        return
+    for run in named:
+        if not status[run]:
+            raise CtdaError(f"run {run!r} has not been analysed; run `ctda-sql analyze --run {run}` "
+                            f"(or .analyze --run {run} in the shell) first")
+    if not named and status and not any(status.values()):
+        raise CtdaError(f"report {report.name} reads critical paths and no run has been analysed; "
+                        "run `ctda-sql analyze` (or .analyze in the shell) first")
+
+
+def _run_status(con) -> list[tuple[str, bool]]:
+    from . import sqlfiles
+
+    return con.execute(sqlfiles.load("reports/run_status.sql")).fetchall()
+
+
+def _run_list(status: dict[str, bool]) -> str:
+    if not status:
+        return "none yet (ctda-sql ingest loads one)"
+    names = list(status)
+    more = f" and {len(names) - _LISTED_RUNS} more" if len(names) > _LISTED_RUNS else ""
+    return ", ".join(names[:_LISTED_RUNS]) + more

@@ -1,0 +1,114 @@
+"""What `ctda-sql query` and `report` print: streaming into pipes, tables fitted to a width,
+exact JSON, DuckDB's hints, and clear errors for unknown or unanalysed runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from shell_helpers import ctda_command, write_trace
+from warehouse.connection import connect
+
+
+@pytest.fixture
+def warehouse(tmp_path, run_cli, db_path):
+    for run in ("alpha", "beta"):
+        folder = tmp_path / run
+        folder.mkdir()
+        assert run_cli("ingest", "-q", str(write_trace(folder, run)), "--run", run).code == 0
+    return db_path
+
+
+def test_piped_query_streams_the_first_rows_without_reading_them_all(tmp_path):
+    # 50M rows: rendering (or even fetching) them all before printing takes minutes
+    command = ctda_command() + ["--db", str(tmp_path / "t.duckdb"), "query", "SELECT * FROM range(50000000) t(i)"]
+    connect(tmp_path / "t.duckdb").close()
+    started = time.monotonic()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        first_lines = [child.stdout.readline() for _ in range(3)]
+        child.stdout.close()  # as `head` does
+        child.wait(timeout=60)
+        err = child.stderr.read()
+    assert first_lines == ["i\n", "0\n", "1\n"]  # csv, the default into a pipe
+    assert time.monotonic() - started < 30 and "Traceback" not in err
+
+
+def test_piped_output_defaults_to_csv_and_a_terminal_format_can_be_asked_for(warehouse, run_cli):
+    assert run_cli("query", "SELECT 1 AS a, 'x' AS b").out == "a,b\n1,x\n"
+    assert run_cli("query", "SELECT 1 AS a, 'x' AS b", "-f", "tsv").out == "a\tb\n1\tx\n"
+    assert "│ a │ b │" in run_cli("query", "SELECT 1 AS a, 'x' AS b", "-f", "table").out
+
+
+def test_tables_show_the_first_rows_and_count_them_all(warehouse, run_cli):
+    out = run_cli("query", "SELECT * FROM range(1000) t(i)", "-f", "table", "--max-rows", "5").out
+    assert "(1,000 rows, 5 shown)" in out and "│ 4 │" in out and "│ 5 │" not in out
+
+
+def test_tables_fit_the_width_cutting_cells_and_eliding_middle_columns(warehouse, run_cli):
+    wide_cells = "SELECT repeat('x', 300) AS a, repeat('y', 300) AS b"
+    out = run_cli("query", wide_cells, "-f", "table", "--max-width", "60").out
+    assert all(len(line) <= 60 for line in out.splitlines()) and "x…" in out and "y…" in out
+    many = "SELECT " + ", ".join(f"{i} AS column_{i}" for i in range(40))
+    out = run_cli("query", many, "-f", "table", "--max-width", "80").out
+    assert all(len(line) <= 80 for line in out.splitlines())
+    assert "column_0" in out and "column_39" in out and "column_20" not in out and "│ … │" in out
+    assert "of 40 columns shown" in out
+
+
+def test_tables_follow_the_columns_variable_by_default(warehouse, run_cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "50")
+    out = run_cli("query", "SELECT repeat('x', 300) AS a", "-f", "table").out
+    assert max(len(line) for line in out.splitlines()) == 50
+
+
+def test_json_keeps_exact_values(warehouse, run_cli):
+    sql = ("SELECT 123456789012345678901234567890::HUGEINT AS big, 1.10::DECIMAL(10, 2) AS price, "
+           "'2020-01-01 00:00:00.123456789'::TIMESTAMP_NS AS at, '{\"k\": [1, 2]}'::JSON AS doc, 0.1 AS f")
+    out = run_cli("query", sql, "-f", "json").out
+    assert '"big": 123456789012345678901234567890' in out and '"price": 1.10' in out
+    assert json.loads(out) == [{"big": 123456789012345678901234567890, "price": 1.10,
+                                "at": "2020-01-01 00:00:00.123456789", "doc": {"k": [1, 2]}, "f": 0.1}]
+
+
+def test_json_of_no_rows_is_an_empty_array(warehouse, run_cli):
+    assert json.loads(run_cli("query", "SELECT 1 AS a WHERE false", "-f", "json").out) == []
+
+
+@pytest.mark.parametrize("command", [("query", "SELECT * FROM event"),
+                                     ("report", "echo", "--reports", "{reports}")])
+def test_duckdb_did_you_mean_hints_are_kept(warehouse, run_cli, tmp_path, command):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "echo.sql").write_text("-- name: echo\nSELECT * FROM event\n")
+    result = run_cli(*(word.format(reports=reports) for word in command))
+    assert result.code == 1
+    assert result.err.strip() == 'error: Catalog Error: Table with name event does not exist! Did you mean "events"?'
+
+
+def test_a_report_on_an_unknown_run_names_the_runs(warehouse, run_cli):
+    result = run_cli("report", "runs", "-p", "run=gamma")
+    assert result.code == 1 and result.err.strip() == "error: no run named 'gamma'; runs: alpha, beta"
+    assert run_cli("report", "run_diff", "-p", "run_a=alpha", "-p", "run_b=nope").code == 1
+
+
+def test_a_report_on_critical_paths_of_an_unanalysed_run_names_the_command(warehouse, run_cli):
+    result = run_cli("report", "hotspots", "-p", "run=alpha")
+    assert result.code == 1 and "run 'alpha' has not been analysed" in result.err
+    assert "ctda-sql analyze --run alpha" in result.err
+    assert "no run has been analysed" in run_cli("report", "cpcr").err
+    assert run_cli("analyze", "-q", "--run", "alpha").code == 0
+    assert run_cli("report", "hotspots", "-p", "run=alpha").code == 0
+    assert "run 'beta' has not been analysed" in run_cli("report", "hotspots", "-p", "run=beta").err
+
+
+def test_progress_bars_stay_off_when_stderr_is_not_a_terminal(tmp_path):
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    write_trace(ranks, "rank0", rank=0, world_size=2), write_trace(ranks, "rank1", rank=1, world_size=2)
+    done = subprocess.run(ctda_command() + ["--db", str(tmp_path / "t.duckdb"), "ingest", str(ranks)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", repr(done.stderr)
