@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import duckdb
 
-from . import __version__
+from . import __version__, cli_lake
 from .api import Warehouse
+from .cli_lake import add_lake_option, check_no_distribution_without_lake
 from .cli_whatif import add_parser as _add_whatif
 from .connection import resolve_db_path
 from .errors import CtdaError, first_line
@@ -53,6 +54,9 @@ def meta_value(text: str):
 
 def cmd_ingest(args) -> int:
     meta = {k: meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
+    check_no_distribution_without_lake(args)
+    if args.lake is not None:
+        return cli_lake.cmd_ingest(args, meta)
     db_path = resolve_db_path(args.db)
     with _new_database_removed_on_failure(db_path):
         with Warehouse(db_path, udfs_for="") as wh:  # ingest calls no Python UDF
@@ -83,6 +87,9 @@ def cmd_analyze(args) -> int:
     from .options import analysis_settings
 
     settings = analysis_settings(args)  # a bad option fails before the database opens
+    check_no_distribution_without_lake(args)
+    if args.lake is not None:
+        return cli_lake.cmd_analyze(args, settings)
     with Warehouse(resolve_db_path(args.db), udfs_for="") as wh:  # the engine calls no Python UDF
         print(wh.analyze(run=args.run, method=args.method, window=args.window,
                          wait_gap_us=settings.wait_gap_us, split_starved=settings.split_starved,
@@ -100,6 +107,9 @@ def cmd_query(args) -> int:
     if args.explain_sql:
         print(sql)
         return 0
+    if args.lake is not None:
+        with closing(cli_lake.open_for(args, sql)) as con:
+            return _print_result(con.execute(sql), args)
     with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=sql, safe=args.safe) as wh:
         return _print_result(wh.con.execute(sql), args)  # a cursor streams rows as they come
 
@@ -113,6 +123,9 @@ def cmd_report(args) -> int:
             return _print_result(wh.reports(folders), args)
     report = find_report(args.name, folders)  # unknown names fail before the database opens
     given = parse_key_values(args.param, "--param")
+    if args.lake is not None:
+        with closing(cli_lake.open_for(args, report.sql)) as con:
+            return _print_result(run_report(con, report, given), args)
     with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=report.sql, safe=args.safe) as wh:
         return _print_result(run_report(wh.con, report, given), args)
 
@@ -209,6 +222,7 @@ def _add_ingest(sub) -> None:
     add_options(p, INGEST_OPTIONS)  # shared with the shell's .ingest
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     _db_option(p)
+    add_lake_option(p, distributed=True)
     p.set_defaults(handler=cmd_ingest)
 
 
@@ -220,6 +234,7 @@ def _add_analyze(sub) -> None:
     add_options(p, ANALYZE_OPTIONS)  # shared with the shell's .analyze
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     _db_option(p)
+    add_lake_option(p, distributed=True)
     p.set_defaults(handler=cmd_analyze)
 
 
@@ -235,6 +250,7 @@ def _add_report(sub) -> None:
     _add_format(p)
     _safe_option(p)
     _db_option(p)
+    add_lake_option(p)
     p.set_defaults(handler=cmd_report)
 
 
@@ -249,6 +265,7 @@ def _add_query(sub) -> None:
     _add_format(p)
     _safe_option(p)
     _db_option(p)
+    add_lake_option(p)
     p.set_defaults(handler=cmd_query)
 
 

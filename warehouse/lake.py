@@ -1,0 +1,277 @@
+"""The lake: the warehouse's tables as Hive-partitioned Parquet under one folder.
+
+    LAKE/runs.parquet                                   one file, rewritten atomically
+    LAKE/traces/run=NAME/rank=N/part-0.parquet          likewise events, steps, threads,
+    LAKE/events/run=NAME/rank=N/part-0.parquet          analysis_windows, nodes, edges,
+    ...                                                 critical_path, path_events
+
+A partition's files hold every column of the DuckDB table but `rank` (the folder names it);
+they are zstd-compressed, sorted by time within the partition, in row groups small enough that
+DuckDB skips those outside a time filter. Queries open an in-memory DuckDB with the usual
+schema, macros and UDFs, whose tables are replaced by views over the lake (`open_lake`), so
+saved reports run unchanged; a filter on run name or rank prunes whole partitions.
+
+A partition is written into LAKE/_tmp and renamed into place: a failed or interrupted task
+leaves no half partition. An ingest writes `traces` last, so a rank is ingested exactly when
+its traces partition exists (re-running skips such files by sha256).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import CtdaError
+
+RUNS_FILE = "runs.parquet"
+TMP = "_tmp"
+INGEST_TABLES = ("events", "steps", "threads", "traces")  # traces last: it marks a rank done
+ANALYSIS_TABLES = ("analysis_windows", "nodes", "edges", "critical_path", "path_events")
+PARTITIONED = INGEST_TABLES + ANALYSIS_TABLES
+# row order within a partition: time first, so each row group covers a short time span
+SORT_KEYS = {
+    "events": ("ts_us", "event_id"),
+    "steps": ("start_us", "step"),
+    "threads": ("pid", "tid"),
+    "traces": (),
+    "analysis_windows": ("step",),
+    "nodes": ("method", "step", "start_us", "node_id"),
+    "edges": ("method", "step", "src", "dst"),
+    "critical_path": ("method", "step", "seq"),
+    "path_events": ("method", "step", "node_id", "event_id"),
+}
+ROW_GROUP_ROWS = 65_536
+ZSTD_LEVEL = 6
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
+_PARTITION = re.compile(r"rank=(-?\d+)")
+
+
+# ---- layout --------------------------------------------------------------------------------
+
+def check_run_name(name: str) -> str:
+    """Run names become folder names (run=NAME): letters, digits and . _ + - only."""
+    if not _RUN_NAME.fullmatch(name):
+        raise CtdaError(f"run name {name!r} cannot name a lake partition; use letters, digits "
+                        "and . _ + - (--run NAME)")
+    return name
+
+
+def lake_path(value: str | Path, must_exist: bool = False) -> Path:
+    path = Path(value).expanduser().resolve()
+    if "'" in str(path) or any(ord(c) < 32 for c in str(path)):
+        raise CtdaError(f"lake folder {value!r}: quotes and control characters are not allowed in its path")
+    if path.exists() and not path.is_dir():
+        raise CtdaError(f"lake {value}: not a folder")
+    if must_exist and not (path / RUNS_FILE).is_file():
+        raise CtdaError(f"no lake at {value}; run `ctda-sql ingest --lake {value} PATH` first")
+    return path
+
+
+def partition_dir(lake: Path, table: str, run: str, rank: int) -> Path:
+    return lake / table / f"run={run}" / f"rank={int(rank)}"
+
+
+def ranks_of(lake: Path, table: str, run: str) -> list[int]:
+    folder = lake / table / f"run={run}"
+    if not folder.is_dir():
+        return []
+    found = (_PARTITION.fullmatch(p.name) for p in folder.iterdir() if p.is_dir())
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def partition_files(lake: Path, table: str, run: str, rank: int) -> list[Path]:
+    folder = partition_dir(lake, table, run, rank)
+    return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+
+
+def new_staging_dir(lake: Path) -> Path:
+    path = lake / TMP / uuid.uuid4().hex
+    path.mkdir(parents=True)
+    return path
+
+
+def remove_stale_staging(lake: Path) -> None:
+    """Staging folders left by killed tasks (called by the client before new work starts)."""
+    shutil.rmtree(lake / TMP, ignore_errors=True)
+
+
+def publish(staged: Path, target: Path) -> None:
+    """Move a staged partition folder into place, replacing the one there (rename, not copy)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        old = staged.parent / f"{staged.name}.old"
+        os.rename(target, old)
+        os.rename(staged, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(staged, target)
+
+
+def drop_partitions(lake: Path, tables: tuple[str, ...], run: str, rank: int) -> None:
+    for table in tables:
+        folder = partition_dir(lake, table, run, rank)
+        if folder.exists():
+            trash = lake / TMP / f"drop-{uuid.uuid4().hex}"
+            trash.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(folder, trash)
+            shutil.rmtree(trash, ignore_errors=True)
+
+
+# ---- writing -------------------------------------------------------------------------------
+
+def stored_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    """The table's stored columns (not generated ones), in schema order."""
+    rows = con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
+        "AND table_name = ? AND is_generated = 'NEVER' ORDER BY ordinal_position", [table]).fetchall()
+    return [row[0] for row in rows]
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def table_rows(con: duckdb.DuckDBPyConnection, table: str, run_id: int, rank: int) -> pa.Table:
+    """One (run, rank)'s rows of `table` without the rank column, sorted by SORT_KEYS."""
+    columns = [c for c in stored_columns(con, table) if c != "rank"]
+    order = ", ".join(_quoted(c) for c in SORT_KEYS[table]) or "1"
+    sql = (f"SELECT {', '.join(_quoted(c) for c in columns)} FROM {_quoted(table)} "
+           f"WHERE run_id = ? AND rank = ? ORDER BY {order}")
+    return con.sql(sql, params=[run_id, rank]).to_arrow_table()
+
+
+def write_parquet(rows: pa.Table, path: Path) -> None:
+    """zstd everywhere; doubles byte-stream-split (their exponent bytes compress well apart);
+    no dictionary for the columns whose values are (nearly) all distinct."""
+    doubles = [f.name for f in rows.schema if pa.types.is_floating(f.type)]
+    distinct = {"event_id", "ts_us", "ts_raw", "dur_us", "correlation", "external_id", "args", "extra",
+                "start_us", "end_us", "node_id", "src", "dst", "seq"}
+    dictionary = [f.name for f in rows.schema if f.name not in distinct and f.name not in doubles]
+    pq.write_table(
+        rows, path, compression="zstd", compression_level=ZSTD_LEVEL, row_group_size=ROW_GROUP_ROWS,
+        use_dictionary=dictionary, use_byte_stream_split=doubles or False,
+        write_statistics=True, store_schema=False,
+    )
+
+
+def stage_tables(con, lake: Path, tables: tuple[str, ...], run: str, run_id: int, rank: int) -> Path:
+    """Write the (run, rank) partitions of `tables` into one staging folder; returns it."""
+    staging = new_staging_dir(lake)
+    for table in tables:
+        folder = staging / table
+        folder.mkdir()
+        write_parquet(table_rows(con, table, run_id, rank), folder / "part-0.parquet")
+    return staging
+
+
+def publish_staged(staging: Path, lake: Path, tables: tuple[str, ...], run: str, rank: int) -> None:
+    for table in tables:  # in the order given: traces last for an ingest
+        publish(staging / table, partition_dir(lake, table, run, rank))
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+# ---- runs ----------------------------------------------------------------------------------
+
+_RUNS_SCHEMA = pa.schema([
+    ("run_id", pa.int32()), ("name", pa.string()), ("ingested_at", pa.timestamp("us")),
+    ("meta", pa.string()), ("origin_ts", pa.decimal128(38, 6)),
+])
+
+
+def read_runs(lake: Path) -> list[dict]:
+    path = lake / RUNS_FILE
+    if not path.is_file():
+        return []
+    return pq.read_table(path).to_pylist()
+
+
+def write_runs(lake: Path, runs: list[dict]) -> None:
+    """Rewrite runs.parquet atomically (temporary name, then rename)."""
+    lake.mkdir(parents=True, exist_ok=True)
+    rows = sorted(runs, key=lambda r: r["run_id"])
+    for row in rows:
+        row["origin_ts"] = Decimal(row["origin_ts"])
+    table = pa.Table.from_pylist(rows, schema=_RUNS_SCHEMA)
+    tmp = lake / f".{RUNS_FILE}.{uuid.uuid4().hex}.tmp"
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, lake / RUNS_FILE)
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+def _literal(path: Path) -> str:
+    text = str(path)
+    if "'" in text or any(ord(c) < 32 for c in text):  # lake_path refuses these; belt and braces
+        raise CtdaError(f"lake path {text!r} cannot be read")
+    return f"'{text}'"
+
+
+def _typed_select(con, table: str, source: str) -> str:
+    """SELECT of `table`'s columns in schema order, cast to the schema's types, from `source`;
+    generated columns re-computed by their expression."""
+    rows = con.execute(
+        "SELECT column_name, data_type, is_generated, generation_expression FROM information_schema.columns "
+        "WHERE table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()
+    items = []
+    for name, data_type, generated, expression in rows:
+        if generated != "NEVER":
+            items.append(f"CAST({expression} AS {data_type}) AS {_quoted(name)}")
+        else:
+            items.append(f"CAST({_quoted(name)} AS {data_type}) AS {_quoted(name)}")
+    return f"SELECT {', '.join(items)} FROM {source}"
+
+
+def attach_views(con: duckdb.DuckDBPyConnection, lake: Path) -> list[str]:
+    """Replace the warehouse tables of `con` (an in-memory warehouse) by views over the lake;
+    tables the lake has no file for stay as the schema's empty tables. Returns the view names."""
+    made = []
+    if (lake / RUNS_FILE).is_file():
+        _replace_with_view(con, "runs", f"read_parquet({_literal(lake / RUNS_FILE)})")
+        made.append("runs")
+    for table in PARTITIONED:
+        if not any((lake / table).glob("run=*/rank=*/*.parquet")):
+            continue
+        glob = _literal(lake / table / "run=*" / "rank=*" / "*.parquet")
+        source = (f"read_parquet({glob}, hive_partitioning = true, "
+                  "hive_types = {'run': VARCHAR, 'rank': INTEGER}, union_by_name = true)")
+        _replace_with_view(con, table, source)
+        made.append(table)
+    return made
+
+
+def _replace_with_view(con, table: str, source: str) -> None:
+    select = _typed_select(con, table, source)
+    con.execute(f"DROP TABLE {_quoted(table)}")
+    con.execute(f"CREATE VIEW {_quoted(table)} AS {select}")
+
+
+def open_lake(lake_dir: str | Path, for_sql: str | None = None, safe: bool = False) -> duckdb.DuckDBPyConnection:
+    """An in-memory warehouse whose tables are views over the lake at `lake_dir`."""
+    from .connection import connect
+    from . import sqlfiles
+
+    lake = lake_path(lake_dir, must_exist=True)
+    con = connect(":memory:", for_sql=for_sql)
+    try:
+        attach_views(con, lake)
+        sqlfiles.execute(con, "analysis/seed_phase_rules.sql")  # what analyze leaves in a database
+        if safe:  # the lake's files stay readable, nothing else
+            con.execute("SET allowed_directories = ?", [[str(lake) + os.sep]])
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def lake_bytes(lake: Path) -> int:
+    return sum(p.stat().st_size for p in lake.rglob("*.parquet") if TMP not in p.parts)

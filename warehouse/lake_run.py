@@ -1,0 +1,235 @@
+"""Ingest into and analyze a lake on a Dask cluster: the client side.
+
+The client assigns run ids and the run's time origin, submits one task per trace file
+(ingest) or per (run, rank) (analyze) to Dask distributed, and shows tasks done / total. The
+cluster is a LocalCluster of worker processes, or an existing one (`--scheduler`): only the
+Client differs. The work itself is in lake_tasks.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from decimal import ROUND_FLOOR, Decimal
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from . import lake, lake_tasks, sqlfiles
+from .errors import CtdaError
+from .progress import progress_bar
+
+_SCHEDULER = re.compile(r"(tcp|tls|inproc|ws|wss)://[^\s/]+")
+CROSS_RANK_NOTE = ("cross_rank is not built on a lake yet (it needs every rank of a run in one "
+                   "task); ctda and per_thread were")
+
+
+@dataclass
+class LakeIngestResult:
+    run_name: str
+    run_id: int
+    loaded: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+# ---- the cluster -------------------------------------------------------------------------------
+
+@contextmanager
+def dask_client(workers: int | None = None, scheduler: str | None = None):
+    """A Client of the cluster at `scheduler`, else of a new LocalCluster of `workers`
+    processes (default: the machine's cores), one thread each."""
+    from distributed import Client, LocalCluster
+
+    if scheduler is not None:
+        if not _SCHEDULER.fullmatch(scheduler):
+            raise CtdaError(f"--scheduler {scheduler!r} must look like tcp://HOST:PORT")
+        try:
+            client = Client(scheduler, timeout="20s")
+        except (OSError, TimeoutError) as exc:
+            raise CtdaError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    if workers is not None and workers < 1:
+        raise CtdaError("--workers must be at least 1")
+    cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                           dashboard_address=None, silence_logs=logging.ERROR)
+    try:
+        with Client(cluster) as client:
+            yield client
+    finally:
+        cluster.close()
+
+
+def _threads_per_task(client) -> int:
+    workers = len(client.scheduler_info().get("workers", {})) or 1
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
+def _gather(futures, label: str, visible: bool) -> list:
+    """Results in submission order, with a tasks-done bar; the first failure cancels the rest
+    and becomes a CtdaError."""
+    from distributed import as_completed
+
+    index = {future.key: i for i, future in enumerate(futures)}
+    results: list = [None] * len(futures)
+    with progress_bar(label, len(futures), visible) as advance:
+        for future in as_completed(futures):
+            result = future.result()
+            if isinstance(result, lake_tasks.TaskFailure):
+                for other in futures:
+                    other.cancel()
+                raise CtdaError(result.message)
+            results[index[future.key]] = result
+            advance()
+    return results
+
+
+# ---- ingest ------------------------------------------------------------------------------------
+
+def existing_traces(root: Path) -> list[dict]:
+    """run, rank, file_sha256 and source_path of every ingested rank of the lake."""
+    found = []
+    for folder in sorted((root / "traces").glob("run=*/rank=*")):
+        files = sorted(folder.glob("*.parquet"))
+        if not files:
+            continue
+        row = pq.read_table(files[0], columns=["file_sha256", "source_path"]).to_pylist()[0]
+        found.append({"run": folder.parent.name.removeprefix("run="),
+                      "rank": int(folder.name.removeprefix("rank=")), **row})
+    return found
+
+
+def ingest_lake(client, lake_dir: str | Path, paths: list[str | Path], run: str | None = None,
+                meta: dict | None = None, replace: bool = False, show_progress: bool = True) -> LakeIngestResult:
+    from .ingest import collect_files, default_run_name
+
+    root = lake.lake_path(lake_dir)
+    files = collect_files(paths)
+    name = lake.check_run_name(run or default_run_name(paths))
+    root.mkdir(parents=True, exist_ok=True)
+    lake.remove_stale_staging(root)
+    runs = lake.read_runs(root)
+    by_sha = {t["file_sha256"]: t for t in existing_traces(root)}
+
+    hashes = client.gather(client.map(lake_tasks.file_sha256, [str(f) for f in files], pure=False))
+    result = LakeIngestResult(run_name=name, run_id=0)
+    to_load, moved = [], []
+    for path, sha in zip(files, hashes):
+        held = by_sha.get(sha)
+        if held and not replace:
+            result.skipped.append(f"{path}: already ingested as run {held['run']} rank {held['rank']}; "
+                                  "skipped (use --replace to load it again)")
+            continue
+        if held:
+            moved.append(held)
+        to_load.append(path)
+
+    threads = _threads_per_task(client)
+    visible = show_progress
+    parsed = client.map(lake_tasks.parse_file, [str(f) for f in to_load], threads=threads, pure=False)
+    summaries = _gather(client.map(lake_tasks.trace_summary, parsed, pure=False), "parsing", visible)
+    run_row = _run_row(runs, name, meta or {}, summaries)
+    _check_ranks(root, run_row, summaries, replace)
+    result.run_id = run_row["run_id"]
+    runs = [r for r in runs if r["name"] != name] + [run_row]
+    lake.write_runs(root, runs)  # the run id is taken before any partition is written
+    try:
+        written = _gather(client.map(lake_tasks.write_ingest, parsed, lake_dir=str(root), run=run_row,
+                                     threads=threads, pure=False), "writing", visible)
+        for held in moved:
+            if (held["run"], held["rank"]) not in {(name, s["rank"]) for s in summaries}:
+                lake.drop_partitions(root, lake.PARTITIONED, held["run"], held["rank"])
+    finally:
+        del parsed
+        _drop_empty_runs(root)
+    for item in written:
+        result.loaded.append(item["loaded"])
+        result.warnings.extend(item["warnings"])
+    return result
+
+
+def _run_row(runs: list[dict], name: str, meta: dict, summaries: list[dict]) -> dict:
+    for row in runs:
+        if row["name"] == name:
+            merged = {**json.loads(row["meta"]), **meta}
+            return {**row, "meta": json.dumps(merged)}
+    starts = [s["start"] for s in summaries if s["start"] is not None]
+    origin = min(starts).to_integral_value(ROUND_FLOOR) if starts else Decimal(0)
+    run_id = max((r["run_id"] for r in runs), default=0) + 1
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    return {"run_id": run_id, "name": name, "ingested_at": now, "meta": json.dumps(meta), "origin_ts": origin}
+
+
+def _check_ranks(root: Path, run_row: dict, summaries: list[dict], replace: bool) -> None:
+    seen: dict[int, str] = {}
+    for summary in summaries:
+        if summary["rank"] in seen:
+            raise CtdaError(f"{seen[summary['rank']]} and {summary['path']} are both rank {summary['rank']}; "
+                            "ingest them as separate runs (--run NAME)")
+        seen[summary["rank"]] = summary["path"]
+    if replace:
+        return
+    held = set(lake.ranks_of(root, "traces", run_row["name"]))
+    for summary in summaries:
+        if summary["rank"] in held:
+            raise CtdaError(f"{summary['path']}: the run already has rank {summary['rank']}; "
+                            "use --replace to overwrite it or --run NAME for a new run")
+
+
+def _drop_empty_runs(root: Path) -> None:
+    runs = lake.read_runs(root)
+    kept = [r for r in runs if lake.ranks_of(root, "traces", r["name"])]
+    if len(kept) != len(runs):
+        lake.write_runs(root, kept)
+
+
+# ---- analyze -----------------------------------------------------------------------------------
+
+def analyze_lake(client, lake_dir: str | Path, run: str | None = None, method: str = "all",
+                 window: str | None = None, settings=None, show_progress: bool = True) -> str:
+    from .analyze import AnalysisSettings, resolve_methods
+
+    methods = resolve_methods(method)
+    notes = []
+    if "cross_rank" in methods:
+        if method == "cross_rank":
+            raise CtdaError("--method cross_rank is not available on a lake yet (it needs every rank of "
+                            "a run in one task); use --method ctda or per_thread, or a DuckDB file")
+        methods = [m for m in methods if m != "cross_rank"]
+        notes.append(f"  note: {CROSS_RANK_NOTE}")
+    root = lake.lake_path(lake_dir, must_exist=True)
+    lake.remove_stale_staging(root)
+    runs = lake.read_runs(root)
+    chosen = [r for r in runs if run is None or r["name"] == run]
+    if run is not None and not chosen:
+        names = ", ".join(sorted(r["name"] for r in runs)) or "none (ingest first)"
+        raise CtdaError(f"no run named {run!r}; runs: {names}")
+    work = [(r, rank) for r in chosen for rank in lake.ranks_of(root, "traces", r["name"])]
+    if not work:
+        raise CtdaError("nothing to analyze: no steps or windows matched (ingest traces first)")
+    settings_dict = asdict(settings or AnalysisSettings())
+    threads = _threads_per_task(client)
+    futures = [client.submit(lake_tasks.analyze_rank, str(root), r, rank, methods, window, settings_dict,
+                             threads, pure=False) for r, rank in work]
+    done = _gather(futures, "analyzing", show_progress)
+    windows, nodes = sum(d["windows"] for d in done), sum(d["nodes"] for d in done)
+    if windows == 0:
+        raise CtdaError("nothing to analyze: no steps or windows matched (ingest traces first)")
+    lines = [f"analyzed {windows} windows of {len(work)} rank(s): {nodes:,} nodes"]
+    con = lake.open_lake(root, for_sql="")
+    try:
+        for name, cpcr in con.execute(sqlfiles.load("lake/analyze_summary.sql"),
+                                      {"run_ids": [r["run_id"] for r in chosen]}).fetchall():
+            lines.append(f"  {name}: mean CPCR {cpcr:.3f}")
+    finally:
+        con.close()
+    return "\n".join(lines + notes)

@@ -1,0 +1,192 @@
+"""The work a Dask worker does for a lake: each task runs its own in-memory DuckDB warehouse
+(connection.connect(":memory:"): the usual schema and macros), so ingest's SQL and the
+analysis engine run unchanged on one (run, rank) at a time.
+
+Tasks return a TaskFailure for bad input (a CtdaError) instead of raising it: exceptions
+travel back to the client pickled, and ours need not unpickle; the client turns the failure
+into one `error:` line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import lake, sqlfiles
+from .errors import CtdaError
+
+
+@dataclass
+class TaskFailure:
+    message: str
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def parse_file(path: str, threads: int):
+    """traceio.read_trace on the worker; the ParsedTrace stays there for write_ingest."""
+    from .traceio import read_trace
+
+    try:
+        return read_trace(Path(path), threads)
+    except CtdaError as exc:
+        return TaskFailure(str(exc))
+
+
+def trace_summary(parsed) -> dict | TaskFailure:
+    """What the client needs to assign the run and its origin: small, unlike the trace."""
+    if isinstance(parsed, TaskFailure):
+        return parsed
+    start = None
+    if parsed.min_ts is not None:
+        start = parsed.min_ts * parsed.ts_scale + parsed.ts_offset_us
+    return {"path": str(parsed.path), "rank": parsed.rank, "sha256": parsed.sha256, "start": start}
+
+
+def _warehouse(threads: int):
+    from .connection import connect
+
+    con = connect(":memory:", for_sql="")  # ingest and the engine call no Python UDF
+    con.execute(f"SET threads = {max(1, int(threads))}")
+    return con
+
+
+def _insert_run(con, run: dict) -> None:
+    con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
+                [run["run_id"], run["name"], run["ingested_at"], run["meta"], Decimal(run["origin_ts"])])
+
+
+def write_ingest(parsed, lake_dir: str, run: dict, threads: int) -> dict | TaskFailure:
+    """Load one parsed trace into a fresh in-memory warehouse as rank `parsed.rank` of `run`
+    (ingest's own SQL), then publish its events, steps, threads and traces partitions (traces
+    last) and drop the rank's earlier analysis partitions."""
+    if isinstance(parsed, TaskFailure):
+        return parsed
+    root = Path(lake_dir)
+    con = _warehouse(threads)
+    try:
+        run_id, rank = run["run_id"], parsed.rank
+        _insert_run(con, run)
+        con.register("parsed_events", parsed.events)
+        con.execute(sqlfiles.load("lake/typed_events.sql"),
+                    {"rank": rank, "ts_scale": parsed.ts_scale, "ts_offset_us": parsed.ts_offset_us})
+        con.unregister("parsed_events")
+        con.execute("SET threads = 1")  # one ordered insert, as ingest does
+        con.execute(sqlfiles.load("ingest/events.sql"), {"run_id": run_id, "origin_ts": Decimal(run["origin_ts"])})
+        con.execute(f"SET threads = {max(1, int(threads))}")
+        con.execute("DROP TABLE typed_events")
+        for derived in ("ingest/threads.sql", "ingest/steps.sql"):
+            con.execute(sqlfiles.load(derived), {"run_id": run_id, "rank": rank})
+        _insert_trace_row(con, parsed, run_id)
+        loaded = _loaded_line(con, parsed, run_id)
+        warnings = _odd_field_warnings(con, parsed, run_id)
+        staging = lake.stage_tables(con, root, lake.INGEST_TABLES, run["name"], run_id, rank)
+        lake.drop_partitions(root, lake.ANALYSIS_TABLES, run["name"], rank)
+        lake.publish_staged(staging, root, lake.INGEST_TABLES, run["name"], rank)
+    except CtdaError as exc:
+        return TaskFailure(str(exc))
+    finally:
+        con.close()
+    return {"rank": rank, "loaded": loaded, "warnings": warnings}
+
+
+def _insert_trace_row(con, trace, run_id: int) -> None:
+    meta = dict(trace.meta)
+    info = meta.pop("distributedInfo", None)
+    devices = meta.pop("deviceProperties", None)
+    schema_version = meta.pop("schemaVersion", None)
+    trace_name = meta.pop("traceName", None)
+    world_size = info.get("world_size") if isinstance(info, dict) else None
+    con.execute(sqlfiles.load("lake/trace_row.sql"), [
+        run_id, trace.rank, str(Path(trace.path).resolve()), trace.sha256, trace.file_bytes,
+        world_size, trace.event_count, trace.rank_source, trace.time_resolution,
+        trace.ts_offset_us, None if schema_version is None else str(schema_version),
+        trace_name, _json_or_null(info), _json_or_null(devices), json.dumps(meta), _now(),
+    ])
+
+
+def _json_or_null(value) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+def _loaded_line(con, trace, run_id: int) -> str:
+    steps = con.execute(
+        "SELECT count(*) FILTER (WHERE NOT whole_trace) FROM steps WHERE run_id = ? AND rank = ?",
+        [run_id, trace.rank]).fetchone()[0]
+    step_text = f"{steps} steps" if steps else "no ProfilerStep annotations (one whole-trace step)"
+    return (f"{Path(trace.path).name}: rank {trace.rank} (from {trace.rank_source}), "
+            f"{trace.event_count:,} events, {step_text}, {trace.time_resolution} timestamps")
+
+
+def _odd_field_warnings(con, trace, run_id: int) -> list[str]:
+    counts = con.execute(sqlfiles.load("ingest/odd_fields.sql"), {"run_id": run_id, "rank": trace.rank}).fetchone()
+    labels = ("complete events without dur", "string pid/tid lanes", "events without cat",
+              "flow ends without a start", "events with extra keys beyond the Kineto ones")
+    odd = [f"{n:,} {label}" for n, label in zip(counts, labels) if n]
+    if not odd:
+        return []
+    return [f"{Path(trace.path).name}: kept events with odd but recoverable fields: " + "; ".join(odd)]
+
+
+# ---- analyze ---------------------------------------------------------------------------------
+
+def load_rank(con, root: Path, run: dict, rank: int, tables: tuple[str, ...]) -> None:
+    """The (run, rank) partitions of `tables` into the warehouse tables of `con`."""
+    for table in tables:
+        files = lake.partition_files(root, table, run["name"], rank)
+        if not files:
+            continue
+        rows = pa.concat_tables([pq.read_table(f) for f in files], promote_options="default")
+        if rows.num_rows == 0:
+            continue
+        con.register("lake_rows", rows)
+        order = " ORDER BY event_id" if table == "events" else ""  # the file order, as ingest keeps it
+        con.execute(f'INSERT INTO "{table}" BY NAME SELECT *, CAST(? AS INTEGER) AS rank FROM lake_rows{order}',
+                    [rank])
+        con.unregister("lake_rows")
+
+
+def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window: str | None,
+                 settings: dict, threads: int) -> dict | TaskFailure:
+    """The analysis engine (analyze.analyze, unchanged) on one rank's partitions; publishes
+    the rank's analysis partitions (earlier results of other methods kept, as analyze does)."""
+    from .analyze import AnalysisSettings, analyze
+
+    root = Path(lake_dir)
+    con = _warehouse(threads)
+    try:
+        _insert_run(con, run)
+        load_rank(con, root, run, rank, lake.INGEST_TABLES + lake.ANALYSIS_TABLES)
+        for method in methods:
+            try:
+                analyze(con, run=run["name"], method=method, window_prefix=window, show_progress=False,
+                        settings=AnalysisSettings(**settings))
+            except CtdaError as exc:
+                if "nothing to analyze" not in str(exc):
+                    raise
+        windows, nodes = con.execute(
+            "SELECT (SELECT count(*) FROM analysis_windows), (SELECT count(*) FROM nodes)").fetchone()
+        staging = lake.stage_tables(con, root, lake.ANALYSIS_TABLES, run["name"], run["run_id"], rank)
+        lake.publish_staged(staging, root, lake.ANALYSIS_TABLES, run["name"], rank)
+    except CtdaError as exc:
+        return TaskFailure(f"run {run['name']} rank {rank}: {exc}")
+    finally:
+        con.close()
+    return {"rank": rank, "windows": windows, "nodes": nodes}
