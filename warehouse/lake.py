@@ -49,7 +49,7 @@ SORT_KEYS = {
     "path_events": ("method", "step", "node_id", "event_id"),
 }
 ROW_GROUP_ROWS = 65_536
-ZSTD_LEVEL = 6
+ZSTD_LEVEL = 9
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 _PARTITION = re.compile(r"rank=(-?\d+)")
 
@@ -148,18 +148,40 @@ def table_rows(con: duckdb.DuckDBPyConnection, table: str, run_id: int, rank: in
     return con.sql(sql, params=[run_id, rank]).to_arrow_table()
 
 
+# Encodings per column, measured on the shared nccl trace (docs/scale-out.md): ids that grow
+# by small steps delta-encode to almost nothing; time points are all distinct, so a
+# dictionary only adds bytes; JSON strings share long prefixes; the exact decimal `ts_raw`
+# compresses best byte-stream-split. Every other column keeps a dictionary.
+_DELTA_INTS = {"event_id", "correlation", "external_id", "node_id", "src", "dst", "seq", "event_count"}
+_PLAIN = {"ts_us", "start_us", "end_us", "counted_start_us", "counted_end_us", "effective_end_us",
+          "e2e_end_us", "sync_start_us", "sync_end_us", "wait_end_us"}
+_DELTA_STRINGS = {"args", "extra"}
+
+
+def column_encodings(schema: pa.Schema) -> dict[str, str]:
+    encodings = {}
+    for f in schema:
+        if f.name in _DELTA_INTS and pa.types.is_integer(f.type):
+            encodings[f.name] = "DELTA_BINARY_PACKED"
+        elif f.name in _PLAIN:
+            encodings[f.name] = "PLAIN"
+        elif f.name in _DELTA_STRINGS and pa.types.is_string(f.type):
+            encodings[f.name] = "DELTA_BYTE_ARRAY"
+        elif pa.types.is_decimal(f.type):
+            encodings[f.name] = "BYTE_STREAM_SPLIT"
+    return encodings
+
+
 def write_parquet(rows: pa.Table, path: Path) -> None:
-    """zstd everywhere; doubles byte-stream-split (their exponent bytes compress well apart);
-    no dictionary for the columns whose values are (nearly) all distinct."""
-    doubles = [f.name for f in rows.schema if pa.types.is_floating(f.type)]
-    distinct = {"event_id", "ts_us", "ts_raw", "dur_us", "correlation", "external_id", "args", "extra",
-                "start_us", "end_us", "node_id", "src", "dst", "seq"}
-    dictionary = [f.name for f in rows.schema if f.name not in distinct and f.name not in doubles]
-    pq.write_table(
-        rows, path, compression="zstd", compression_level=ZSTD_LEVEL, row_group_size=ROW_GROUP_ROWS,
-        use_dictionary=dictionary, use_byte_stream_split=doubles or False,
-        write_statistics=True, store_schema=False,
-    )
+    """zstd, row groups of ROW_GROUP_ROWS with statistics, encodings per column_encodings."""
+    encodings = column_encodings(rows.schema)
+    dictionary = [name for name in rows.column_names if name not in encodings]
+    options = dict(compression="zstd", compression_level=ZSTD_LEVEL, row_group_size=ROW_GROUP_ROWS,
+                   write_statistics=True, store_schema=False)
+    try:
+        pq.write_table(rows, path, use_dictionary=dictionary, column_encoding=encodings, **options)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):  # an older pyarrow lacking one of them
+        pq.write_table(rows, path, **options)
 
 
 def stage_tables(con, lake: Path, tables: tuple[str, ...], run: str, run_id: int, rank: int) -> Path:
