@@ -150,8 +150,8 @@ def table_rows(con: duckdb.DuckDBPyConnection, table: str, run_id: int, rank: in
 
 # Encodings per column, measured on the shared nccl trace (docs/scale-out.md): ids that grow
 # by small steps delta-encode to almost nothing; time points are all distinct, so a
-# dictionary only adds bytes; JSON strings share long prefixes; the exact decimal `ts_raw`
-# compresses best byte-stream-split. Every other column keeps a dictionary.
+# dictionary only adds bytes (likewise the exact decimal `ts_raw`); JSON strings share long
+# prefixes. Every other column keeps a dictionary.
 _DELTA_INTS = {"event_id", "correlation", "external_id", "node_id", "src", "dst", "seq", "event_count"}
 _PLAIN = {"ts_us", "start_us", "end_us", "counted_start_us", "counted_end_us", "effective_end_us",
           "e2e_end_us", "sync_start_us", "sync_end_us", "wait_end_us"}
@@ -168,7 +168,7 @@ def column_encodings(schema: pa.Schema) -> dict[str, str]:
         elif f.name in _DELTA_STRINGS and pa.types.is_string(f.type):
             encodings[f.name] = "DELTA_BYTE_ARRAY"
         elif pa.types.is_decimal(f.type):
-            encodings[f.name] = "BYTE_STREAM_SPLIT"
+            encodings[f.name] = "PLAIN"  # DuckDB reads no byte-stream-split decimals
     return encodings
 
 

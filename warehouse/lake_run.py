@@ -61,7 +61,7 @@ def dask_client(workers: int | None = None, scheduler: str | None = None):
     if workers is not None and workers < 1:
         raise CtdaError("--workers must be at least 1")
     cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=logging.ERROR)
+                           dashboard_address=":0", silence_logs=logging.ERROR)
     try:
         with Client(cluster) as client:
             yield client

@@ -1,0 +1,306 @@
+"""The Parquet lake (`--lake DIR`): built and analysed on Dask, queried with DuckDB.
+
+One LocalCluster of 2 worker processes serves the module (the CLI reaches it with
+--scheduler, the same code path as a real cluster); one test starts `dask scheduler` and
+`dask worker` subprocesses instead.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_sql_files import training_trace
+from warehouse import lake as lakemod
+
+distributed = pytest.importorskip("distributed")
+
+REPORTS = ("hotspots", "cpcr", "runs", "kernel_breakdown", "idle_time", "percentiles")
+QUERIES = (
+    "SELECT * EXCLUDE (run_id) FROM critical_path ORDER BY ALL",
+    "SELECT rank, count(*), sum(dur_us), min(ts_us), max(end_us), count(DISTINCT args) FROM events GROUP BY rank ORDER BY ALL",
+    "SELECT * EXCLUDE (run_id) FROM steps ORDER BY ALL",
+    "SELECT * EXCLUDE (run_id, ingested_at, source_path) FROM traces ORDER BY ALL",
+)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as c:
+        yield c.scheduler_address
+
+
+@pytest.fixture
+def lake_cli(run_cli, cluster):
+    """`ctda-sql` with --scheduler of the module's cluster added to ingest and analyze."""
+
+    def run(*args: str, db: Path | None = None):
+        if args[0] in ("ingest", "analyze") and "--lake" in args and "--workers" not in args:
+            args = (*args, "--scheduler", cluster)
+        return run_cli(*args, db=db)
+
+    return run
+
+
+def _csv(text: str, drop: tuple[str, ...] = ("ingested_at",)) -> list[list[str]]:
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        return rows
+    keep = [i for i, name in enumerate(rows[0]) if name not in drop]
+    return [[_cell(row[i]) for i in keep] for row in rows]
+
+
+def _cell(text: str) -> str:
+    """Numbers to 12 significant digits: a sum over rows read in another order may differ in
+    its last bit (the DuckDB file and the lake store the same values)."""
+    try:
+        return f"{float(text):.12g}"
+    except ValueError:
+        return text
+
+
+def _build_both(lake_cli, db: Path, lake: Path, paths: list[str], *ingest_args: str) -> None:
+    on_db = lake_cli("ingest", "-q", *paths, *ingest_args, db=db)
+    on_lake = lake_cli("ingest", "-q", *paths, *ingest_args, "--lake", str(lake))
+    assert on_db.code == 0 and on_lake.code == 0, on_db.err + on_lake.err
+    # a lake analyses ctda and per_thread (cross_rank needs all ranks in one task)
+    for method in ("ctda", "per_thread"):
+        assert lake_cli("analyze", "-q", "--method", method, db=db).code == 0
+    result = lake_cli("analyze", "-q", "--lake", str(lake))
+    assert result.code == 0, result.err
+    assert "cross_rank is not built on a lake" in result.out
+
+
+def _assert_same(lake_cli, db: Path, lake: Path) -> None:
+    for report in REPORTS:
+        on_db = lake_cli("report", report, "-f", "csv", db=db)
+        on_lake = lake_cli("report", report, "-f", "csv", "--lake", str(lake))
+        assert on_db.code == 0 and on_lake.code == 0, on_lake.err
+        assert _csv(on_lake.out) == _csv(on_db.out), report
+    for sql in QUERIES:
+        on_db = lake_cli("query", sql, "-f", "csv", db=db)
+        on_lake = lake_cli("query", sql, "-f", "csv", "--lake", str(lake))
+        assert on_db.code == 0 and on_lake.code == 0, on_lake.err
+        assert _csv(on_lake.out) == _csv(on_db.out), sql
+
+
+def _two_rank_folder(folder: Path) -> Path:
+    folder.mkdir()
+    for trace in (training_trace(0, 2), training_trace(1, 2, slow=50)):
+        trace.write(folder / f"rank{trace.rank}.json")
+    return folder
+
+
+# ---- always: a small synthetic job -------------------------------------------------------------
+
+def test_synthetic_lake_and_database_give_identical_results(lake_cli, tmp_path):
+    folder = _two_rank_folder(tmp_path / "small")
+    db, lake = tmp_path / "w.duckdb", tmp_path / "lake"
+    _build_both(lake_cli, db, lake, [str(folder)])
+    _assert_same(lake_cli, db, lake)
+    # Hive layout, one partition per (table, run, rank)
+    for table in lakemod.PARTITIONED:
+        assert sorted(p.name for p in (lake / table / "run=small").iterdir()) == ["rank=0", "rank=1"], table
+    assert (lake / "runs.parquet").is_file() and not any((lake / "_tmp").glob("*"))
+
+
+def test_rank_filter_prunes_partitions(lake_cli, tmp_path):
+    lake = tmp_path / "lake"
+    assert lake_cli("ingest", "-q", str(_two_rank_folder(tmp_path / "small")), "--lake", str(lake)).code == 0
+    con = lakemod.open_lake(lake)
+    try:
+        plan = "\n".join(row[1] for row in con.execute(
+            "EXPLAIN ANALYZE SELECT count(*) FROM events WHERE rank = 1").fetchall())
+        counts = con.execute("SELECT rank, count(*) FROM events GROUP BY rank ORDER BY rank").fetchall()
+    finally:
+        con.close()
+    assert len(counts) == 2
+    assert "1/2" in plan.replace(" ", ""), plan  # files scanned / files in the glob
+
+
+def test_local_cluster_of_workers(run_cli, tmp_path):
+    """--workers N starts its own LocalCluster (no --scheduler)."""
+    lake = tmp_path / "lake"
+    result = run_cli("ingest", "-q", str(_two_rank_folder(tmp_path / "small")), "--lake", str(lake), "--workers", "1")
+    assert result.code == 0, result.err
+    assert "2 loaded" in result.out
+
+
+def test_reingest_skips_and_replace_reloads(lake_cli, tmp_path):
+    folder, lake = _two_rank_folder(tmp_path / "small"), tmp_path / "lake"
+    assert lake_cli("ingest", "-q", str(folder), "--lake", str(lake)).code == 0
+    again = lake_cli("ingest", "-q", str(folder), "--lake", str(lake))
+    assert again.code == 0 and "0 loaded, 2 skipped" in again.out
+    replaced = lake_cli("ingest", "-q", str(folder), "--lake", str(lake), "--replace")
+    assert replaced.code == 0 and "2 loaded" in replaced.out
+    runs = lake_cli("query", "SELECT run_id, name FROM runs", "-f", "csv", "--lake", str(lake))
+    assert runs.out.splitlines()[1:] == ["1,small"]
+
+
+# ---- atomic partitions, resume -----------------------------------------------------------------
+
+def test_failed_task_leaves_no_partial_partition_and_rerun_resumes(lake_cli, tmp_path, monkeypatch):
+    """A task that dies while publishing (after events, before traces) leaves whole partitions
+    only, and that rank counts as not ingested: re-running loads it and nothing else."""
+    from warehouse import lake_run, lake_tasks
+
+    folder, lake = _two_rank_folder(tmp_path / "small"), tmp_path / "lake"
+    reference = tmp_path / "reference"
+    assert lake_cli("ingest", "-q", str(folder), "--lake", str(reference)).code == 0
+    assert lake_cli("ingest", "-q", str(folder / "rank0.json"), "--lake", str(lake), "--run", "small").code == 0
+
+    # rank 1, in this process, dying after its events partition was renamed into place
+    real_publish = lakemod.publish
+
+    def dying_publish(staged: Path, target: Path) -> None:
+        if target.parent.parent.name == "traces":
+            raise KeyboardInterrupt
+        real_publish(staged, target)
+
+    monkeypatch.setattr(lakemod, "publish", dying_publish)
+    run = [r for r in lakemod.read_runs(lake) if r["name"] == "small"][0]
+    parsed = lake_tasks.parse_file(str(folder / "rank1.json"), 1)
+    with pytest.raises(KeyboardInterrupt):
+        lake_tasks.write_ingest(parsed, str(lake), run, 1)
+    monkeypatch.setattr(lakemod, "publish", real_publish)
+    assert [e["rank"] for e in lake_run.existing_traces(lake)] == [0]  # rank 1 is not in
+    for folder_ in (lake / "events" / "run=small").iterdir():  # whatever is there is whole
+        assert [p.name for p in folder_.iterdir()] == ["part-0.parquet"]
+    assert any((lake / "_tmp").iterdir())  # the dead task's staging folder
+
+    resumed = lake_cli("ingest", "-q", str(folder), "--lake", str(lake))
+    assert resumed.code == 0, resumed.err
+    assert "1 loaded, 1 skipped" in resumed.out
+    assert not (lake / "_tmp").exists() or not any((lake / "_tmp").iterdir())
+    sql = "SELECT * EXCLUDE (ingested_at, source_path) FROM traces ORDER BY ALL"
+    for q in (sql, QUERIES[1], QUERIES[2]):
+        got = lake_cli("query", q, "-f", "csv", "--lake", str(lake)).out
+        assert got == lake_cli("query", q, "-f", "csv", "--lake", str(reference)).out
+
+
+def test_bad_file_in_batch_writes_nothing(lake_cli, tmp_path):
+    folder, lake = _two_rank_folder(tmp_path / "small"), tmp_path / "lake"
+    (folder / "rank2.json").write_text('{"traceEvents": [')
+    result = lake_cli("ingest", "-q", str(folder), "--lake", str(lake))
+    assert result.code == 1
+    assert result.err.startswith("error: ") and len(result.err.strip().splitlines()) == 1
+    assert not (lake / "events").exists() and lakemod.read_runs(lake) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (("ingest", "x.json", "--workers", "2"), "--workers and --scheduler need --lake"),
+    (("ingest", "PATH", "--lake", "LAKE", "--run", "a/b"), "cannot name a lake partition"),
+    (("query", "SELECT 1", "--lake", "NOLAKE"), "no lake at"),
+    (("analyze", "--lake", "NOLAKE"), "no lake at"),
+    (("analyze", "--lake", "LAKE", "--method", "cross_rank"), "not available on a lake"),
+    (("ingest", "PATH", "--lake", "LAKE", "--scheduler", "nonsense"), "must look like tcp://HOST:PORT"),
+])
+def test_bad_input_is_one_error_line(run_cli, tmp_path, args, message):
+    folder = _two_rank_folder(tmp_path / "small")
+    (tmp_path / "lake").mkdir()
+    lakemod.write_runs(tmp_path / "lake", [])
+    subst = {"PATH": str(folder), "LAKE": str(tmp_path / "lake"), "NOLAKE": str(tmp_path / "none")}
+    result = run_cli(*[subst.get(a, a) for a in args])
+    assert result.code != 0
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.err
+
+
+# ---- an existing cluster: dask scheduler + dask worker on 127.0.0.1 ----------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ingest_through_an_external_scheduler(run_cli, tmp_path):
+    dask = str(Path(sys.executable).parent / "dask")
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    logs = open(tmp_path / "dask.log", "w")
+    scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                  "--no-dashboard"], stdout=logs, stderr=logs)
+    worker = None
+    try:
+        worker = subprocess.Popen([dask, "worker", address, "--nworkers", "2", "--nthreads", "1",
+                                   "--no-dashboard", "--host", "127.0.0.1"], stdout=logs, stderr=logs)
+        _wait_for_workers(address, 2)
+        folder, lake = _two_rank_folder(tmp_path / "small"), tmp_path / "lake"
+        result = run_cli("ingest", "-q", str(folder), "--lake", str(lake), "--scheduler", address)
+        assert result.code == 0, result.err
+        assert "2 loaded" in result.out
+        assert run_cli("analyze", "-q", "--lake", str(lake), "--scheduler", address).code == 0
+        cp = run_cli("query", "SELECT count(DISTINCT rank) FROM critical_path", "-f", "csv", "--lake", str(lake))
+        assert cp.out.splitlines()[1] == "2"
+    finally:
+        for process in (worker, scheduler):
+            if process is not None:
+                process.terminate()
+                try:
+                    process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        logs.close()
+
+
+def _wait_for_workers(address: str, count: int) -> None:
+    from distributed import Client
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with Client(address, timeout="5s") as client:
+                client.wait_for_workers(count, timeout=max(1, deadline - time.monotonic()))
+                return
+        except (OSError, TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+
+
+# ---- the shared traces (CTDA_TRACES) -----------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["two_ranks", "nccl.json.gz"])
+def test_shared_trace_lake_and_database_give_identical_results(lake_cli, shared_traces, tmp_path, name):
+    db, lake = tmp_path / "w.duckdb", tmp_path / "lake"
+    _build_both(lake_cli, db, lake, [str(shared_traces / name)])
+    _assert_same(lake_cli, db, lake)
+
+
+def _raw_json_bytes(path: Path) -> int:
+    files = sorted(path.iterdir()) if path.is_dir() else [path]
+    total = 0
+    for f in files:
+        data = f.read_bytes()
+        total += len(gzip.decompress(data)) if data[:2] == b"\x1f\x8b" else len(data)
+    return total
+
+
+def test_storage_ratio_on_the_shared_traces(lake_cli, shared_traces, tmp_path):
+    """Lake bytes (the ingested tables) per raw JSON byte, printed for every shared trace; at
+    most 10% for every trace of 1 MB of JSON or more (below that Parquet's per-file footers
+    dominate)."""
+    lines, over = [], []
+    for source in sorted(p for p in shared_traces.iterdir() if p.name != "LICENSE-HTA"):
+        lake = tmp_path / f"lake-{source.name}"
+        result = lake_cli("ingest", "-q", str(source), "--lake", str(lake), "--run", "t")
+        assert result.code == 0, result.err
+        raw = _raw_json_bytes(source)
+        stored = sum(p.stat().st_size for t in lakemod.INGEST_TABLES for p in (lake / t).rglob("*.parquet"))
+        ratio = stored / raw
+        lines.append(f"{source.name:40} raw {raw:>11,} B  lake {stored:>9,} B  {ratio:6.1%}")
+        if raw >= 1_000_000 and ratio > 0.10:
+            over.append(source.name)
+    print("\nlake bytes / raw JSON bytes\n" + "\n".join(lines))
+    assert not over, "\n".join(lines)
