@@ -129,6 +129,16 @@ def test_rank_filter_prunes_partitions(lake_cli, tmp_path):
     assert "1/2" in plan.replace(" ", ""), plan  # files scanned / files in the glob
 
 
+def test_safe_reads_the_lake_and_nothing_else(lake_cli, tmp_path):
+    lake = tmp_path / "lake"
+    assert lake_cli("ingest", "-q", str(_two_rank_folder(tmp_path / "small")), "--lake", str(lake)).code == 0
+    (tmp_path / "other.csv").write_text("a\n1\n")
+    ok = lake_cli("query", "SELECT count(*) FROM events", "-f", "csv", "--lake", str(lake), "--safe")
+    assert ok.code == 0 and int(ok.out.splitlines()[1]) > 0
+    refused = lake_cli("query", f"SELECT * FROM read_csv('{tmp_path / 'other.csv'}')", "--lake", str(lake), "--safe")
+    assert refused.code == 1 and refused.err.startswith("error: ")
+
+
 def test_local_cluster_of_workers(run_cli, tmp_path):
     """--workers N starts its own LocalCluster (no --scheduler)."""
     lake = tmp_path / "lake"
