@@ -24,12 +24,15 @@ from warehouse import lake as lakemod
 
 distributed = pytest.importorskip("distributed")
 
-REPORTS = ("hotspots", "cpcr", "runs", "kernel_breakdown", "idle_time", "percentiles")
+REPORTS = ("hotspots", "cpcr", "runs", "kernel_breakdown", "idle_time", "percentiles",
+           "cross_rank_hotspots", "collective_skew", "clock_offsets")
 QUERIES = (
     "SELECT * EXCLUDE (run_id) FROM critical_path ORDER BY ALL",
     "SELECT rank, count(*), sum(dur_us), min(ts_us), max(end_us), count(DISTINCT args) FROM events GROUP BY rank ORDER BY ALL",
     "SELECT * EXCLUDE (run_id) FROM steps ORDER BY ALL",
     "SELECT * EXCLUDE (run_id, ingested_at, source_path) FROM traces ORDER BY ALL",
+    "SELECT * EXCLUDE (run_id) FROM collective_instances ORDER BY ALL",
+    "SELECT * EXCLUDE (run_id) FROM cross_rank_segments ORDER BY ALL",
 )
 
 
@@ -74,12 +77,11 @@ def _build_both(lake_cli, db: Path, lake: Path, paths: list[str], *ingest_args: 
     on_db = lake_cli("ingest", "-q", *paths, *ingest_args, db=db)
     on_lake = lake_cli("ingest", "-q", *paths, *ingest_args, "--lake", str(lake))
     assert on_db.code == 0 and on_lake.code == 0, on_db.err + on_lake.err
-    # a lake analyses ctda and per_thread (cross_rank needs all ranks in one task)
-    for method in ("ctda", "per_thread"):
-        assert lake_cli("analyze", "-q", "--method", method, db=db).code == 0
+    # every method: per_thread a task per rank, ctda and cross_rank a task per run
+    assert lake_cli("analyze", "-q", db=db).code == 0
     result = lake_cli("analyze", "-q", "--lake", str(lake))
     assert result.code == 0, result.err
-    assert "cross_rank is not built on a lake" in result.out
+    assert "cross_rank:" in result.out
 
 
 def _assert_same(lake_cli, db: Path, lake: Path) -> None:
@@ -213,7 +215,7 @@ def test_bad_file_in_batch_writes_nothing(lake_cli, tmp_path):
     (("ingest", "PATH", "--lake", "LAKE", "--run", "a/b"), "cannot name a lake partition"),
     (("query", "SELECT 1", "--lake", "NOLAKE"), "no lake at"),
     (("analyze", "--lake", "NOLAKE"), "no lake at"),
-    (("analyze", "--lake", "LAKE", "--method", "cross_rank"), "not available on a lake"),
+    (("analyze", "--lake", "LAKE", "--run", "nope"), "no run named 'nope'"),
     (("ingest", "PATH", "--lake", "LAKE", "--scheduler", "nonsense"), "must look like tcp://HOST:PORT"),
 ])
 def test_bad_input_is_one_error_line(run_cli, tmp_path, args, message):

@@ -3,7 +3,8 @@
     LAKE/runs.parquet                                   one file, rewritten atomically
     LAKE/traces/run=NAME/rank=N/part-0.parquet          likewise events, steps, threads,
     LAKE/events/run=NAME/rank=N/part-0.parquet          analysis_windows, nodes, edges,
-    ...                                                 critical_path, path_events
+    ...                                                 critical_path, path_events,
+                                                        collective_instances, cross_rank_segments
 
 A partition's files hold every column of the DuckDB table but `rank` (the folder names it);
 they are zstd-compressed, sorted by time within the partition, in row groups small enough that
@@ -35,7 +36,9 @@ RUNS_FILE = "runs.parquet"
 TMP = "_tmp"
 INGEST_TABLES = ("events", "steps", "threads", "traces")  # traces last: it marks a rank done
 ANALYSIS_TABLES = ("analysis_windows", "nodes", "edges", "critical_path", "path_events")
-PARTITIONED = INGEST_TABLES + ANALYSIS_TABLES
+# written by the one task per run that builds the cross-rank path (it needs every rank)
+CROSS_RANK_TABLES = ("collective_instances", "cross_rank_segments")
+PARTITIONED = INGEST_TABLES + ANALYSIS_TABLES + CROSS_RANK_TABLES
 # row order within a partition: time first, so each row group covers a short time span
 SORT_KEYS = {
     "events": ("ts_us", "event_id"),
@@ -47,6 +50,8 @@ SORT_KEYS = {
     "edges": ("method", "step", "src", "dst"),
     "critical_path": ("method", "step", "seq"),
     "path_events": ("method", "step", "node_id", "event_id"),
+    "collective_instances": ("start_us", "pg", "seq"),
+    "cross_rank_segments": ("step", "hop"),
 }
 ROW_GROUP_ROWS = 65_536
 ZSTD_LEVEL = 9

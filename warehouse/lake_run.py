@@ -25,8 +25,6 @@ from .errors import CtdaError
 from .progress import progress_bar
 
 _SCHEDULER = re.compile(r"(tcp|tls|inproc|ws|wss)://[^\s/]+")
-CROSS_RANK_NOTE = ("cross_rank is not built on a lake yet (it needs every rank of a run in one "
-                   "task); ctda and per_thread were")
 
 
 @dataclass
@@ -199,13 +197,9 @@ def analyze_lake(client, lake_dir: str | Path, run: str | None = None, method: s
     from .analyze import AnalysisSettings, resolve_methods
 
     methods = resolve_methods(method)
-    notes = []
-    if "cross_rank" in methods:
-        if method == "cross_rank":
-            raise CtdaError("--method cross_rank is not available on a lake yet (it needs every rank of "
-                            "a run in one task); use --method ctda or per_thread, or a DuckDB file")
-        methods = [m for m in methods if m != "cross_rank"]
-        notes.append(f"  note: {CROSS_RANK_NOTE}")
+    cross = "cross_rank" in methods
+    # with cross_rank, ctda is built with it by one task per run (it needs ctda's paths)
+    per_rank = [m for m in methods if m not in (("ctda", "cross_rank") if cross else ("cross_rank",))]
     root = lake.lake_path(lake_dir, must_exist=True)
     lake.remove_stale_staging(root)
     runs = lake.read_runs(root)
@@ -218,18 +212,28 @@ def analyze_lake(client, lake_dir: str | Path, run: str | None = None, method: s
         raise CtdaError("nothing to analyze: no steps or windows matched (ingest traces first)")
     settings_dict = asdict(settings or AnalysisSettings())
     threads = _threads_per_task(client)
-    futures = [client.submit(lake_tasks.analyze_rank, str(root), r, rank, methods, window, settings_dict,
-                             threads, pure=False) for r, rank in work]
-    done = _gather(futures, "analyzing", show_progress)
-    windows, nodes = sum(d["windows"] for d in done), sum(d["nodes"] for d in done)
-    if windows == 0:
-        raise CtdaError("nothing to analyze: no steps or windows matched (ingest traces first)")
-    lines = [f"analyzed {windows} windows of {len(work)} rank(s): {nodes:,} nodes"]
+    notes = []
+    if per_rank:
+        futures = [client.submit(lake_tasks.analyze_rank, str(root), r, rank, per_rank, window, settings_dict,
+                                 threads, pure=False) for r, rank in work]
+        _gather(futures, "analyzing ranks", show_progress)
+    if cross:  # after the per-rank tasks, which write the same partitions
+        ranks = {r["name"]: [rank for r2, rank in work if r2["name"] == r["name"]] for r in chosen}
+        futures = [client.submit(lake_tasks.analyze_run, str(root), r, ranks[r["name"]], window, settings_dict,
+                                 threads, pure=False) for r in chosen if ranks[r["name"]]]
+        for done in _gather(futures, "analyzing runs", show_progress):
+            notes += [f"  {line}" for line in done["lines"]]
     con = lake.open_lake(root, for_sql="")
     try:
+        windows, ranks_done, nodes = con.execute(sqlfiles.load("lake/analyze_counts.sql"),
+                                                 {"run_ids": [r["run_id"] for r in chosen]}).fetchone()
+        if not windows:
+            raise CtdaError("nothing to analyze: no steps or windows matched (ingest traces first)")
+        lines = [f"analyzed {windows} windows of {ranks_done} rank(s): {nodes:,} nodes"]
         for name, cpcr in con.execute(sqlfiles.load("lake/analyze_summary.sql"),
                                       {"run_ids": [r["run_id"] for r in chosen]}).fetchall():
-            lines.append(f"  {name}: mean CPCR {cpcr:.3f}")
+            if name != "cross_rank":
+                lines.append(f"  {name}: mean CPCR {cpcr:.3f}")
     finally:
         con.close()
     return "\n".join(lines + notes)

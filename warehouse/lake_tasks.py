@@ -98,7 +98,7 @@ def write_ingest(parsed, lake_dir: str, run: dict, threads: int) -> dict | TaskF
         loaded = _loaded_line(con, parsed, run_id)
         warnings = _odd_field_warnings(con, parsed, run_id)
         staging = lake.stage_tables(con, root, lake.INGEST_TABLES, run["name"], run_id, rank)
-        lake.drop_partitions(root, lake.ANALYSIS_TABLES, run["name"], rank)
+        lake.drop_partitions(root, lake.ANALYSIS_TABLES + lake.CROSS_RANK_TABLES, run["name"], rank)
         lake.publish_staged(staging, root, lake.INGEST_TABLES, run["name"], rank)
     except CtdaError as exc:
         return TaskFailure(str(exc))
@@ -173,7 +173,7 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
     con = _warehouse(threads)
     try:
         _insert_run(con, run)
-        load_rank(con, root, run, rank, lake.INGEST_TABLES + lake.ANALYSIS_TABLES)
+        load_rank(con, root, run, rank, lake.PARTITIONED)
         for method in methods:
             try:
                 analyze(con, run=run["name"], method=method, window_prefix=window, show_progress=False,
@@ -190,3 +190,30 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
     finally:
         con.close()
     return {"rank": rank, "windows": windows, "nodes": nodes}
+
+
+def analyze_run(lake_dir: str, run: dict, ranks: list[int], window: str | None, settings: dict,
+                threads: int) -> dict | TaskFailure:
+    """ctda and the cross-rank path of one run (analyze.analyze with method cross_rank,
+    unchanged) over all of its ranks' partitions in one in-memory warehouse; publishes every
+    rank's analysis and cross-rank partitions, then its traces partition (clock offsets)."""
+    from .analyze import AnalysisSettings, analyze
+
+    root = Path(lake_dir)
+    con = _warehouse(threads)
+    try:
+        _insert_run(con, run)
+        for rank in ranks:
+            load_rank(con, root, run, rank, lake.PARTITIONED)
+        summary = analyze(con, run=run["name"], method="cross_rank", window_prefix=window, show_progress=False,
+                          settings=AnalysisSettings(**settings))
+        tables = lake.ANALYSIS_TABLES + lake.CROSS_RANK_TABLES + ("traces",)
+        for rank in ranks:
+            staging = lake.stage_tables(con, root, tables, run["name"], run["run_id"], rank)
+            lake.publish_staged(staging, root, tables, run["name"], rank)
+    except CtdaError as exc:
+        return TaskFailure(f"run {run['name']}: {exc}")
+    finally:
+        con.close()
+    matched = [line.strip() for line in summary.splitlines() if "collective instances matched" in line]
+    return {"run": run["name"], "lines": matched}
