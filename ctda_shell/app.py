@@ -38,11 +38,17 @@ WELCOME = "ctda-sql shell on {db}{mode}. End SQL with ';'. .help for commands, C
 def run_shell(args) -> int:
     """Open the database named by args.db (read-only with args.read_only) and run the loop;
     statements piped in on stdin run as a batch that stops at the first error (exit 1)."""
-    state = open_state(args.db, args.read_only, safe=getattr(args, "safe", False))
+    if getattr(args, "lake", None):
+        if args.db:
+            raise CtdaError("give --db or --lake, not both")
+        state = open_lake_state(args.lake, safe=getattr(args, "safe", False))
+    else:
+        state = open_state(args.db, args.read_only, safe=getattr(args, "safe", False))
     try:
         if not _is_tty(sys.stdin):
             return run_batch(state, sys.stdin.read())
-        print(WELCOME.format(db=state.db_path, mode=" (read-only)" if state.read_only else ""))
+        mode = " (lake, read-only)" if state.lake else " (read-only)" if state.read_only else ""
+        print(WELCOME.format(db=state.db_path, mode=mode))
         return loop(state, build_session(state))
     finally:
         state.set_output(None)
@@ -69,6 +75,15 @@ def open_state(db: str | None, read_only: bool = False, safe: bool = False) -> S
 
         with state.holding(write=True):
             refresh_run_meta(state.con)  # runs ingested by other tools get their --meta columns too
+    return state
+
+
+def open_lake_state(lake_dir: str, safe: bool = False) -> ShellState:
+    """A read-only session over a Parquet lake: every table is a view over its files."""
+    from warehouse.lake import open_lake
+
+    state = ShellState(con=open_lake(lake_dir, safe=safe), db_path=Path(lake_dir), read_only=True, lake=True)
+    _apply_settings(state, load_config())
     return state
 
 

@@ -141,6 +141,9 @@ def _fetched(state: ShellState, sql: str, params=None) -> Result:
 
 
 def _writable(state: ShellState) -> None:
+    if state.lake:
+        raise CtdaError("a lake is read-only in the shell; load and analyse it with "
+                        "`ctda-sql ingest --lake DIR` and `ctda-sql analyze --lake DIR`")
     if state.read_only:
         raise CtdaError(READ_ONLY_MESSAGE)
 
@@ -369,7 +372,7 @@ def open_database(state, words):
         raise CtdaError("usage: .open FILE [--read-only]")
     path = Path(words[0]).expanduser()
     prepare_session(state.con, path, read_only)
-    state.db_path, state.read_only = path, read_only
+    state.db_path, state.read_only, state.lake = path, read_only, False
     state.schema_changed()
     return Result(message=f"opened {path}" + (" (read-only)" if read_only else ""))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,12 +50,16 @@ class ShellState:
     max_rows: int = DEFAULT_TABLE_ROWS
     # widest table (.maxwidth): None fits the terminal, 0 is no limit
     max_width: int | None = None
+    # a Parquet lake: the connection holds views over its files, so nothing is attached
+    lake: bool = False
     # completion cache, told to forget after DDL and ingest (set by the app)
     on_schema_change: list = field(default_factory=list)
 
     def holding(self, write: bool = False):
         """The database file attached while the block runs; read-write only when `write`
         and the session may write. Between inputs the session holds no lock on it."""
+        if self.lake:
+            return contextlib.nullcontext()
         return attached(self.con, self.db_path, write=write and not self.read_only)
 
     def out(self) -> TextIO:

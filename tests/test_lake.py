@@ -339,3 +339,60 @@ def test_storage_ratio_on_the_shared_traces(lake_cli, shared_traces, tmp_path):
             over.append(source.name)
     print("\nlake bytes / raw JSON bytes\n" + "\n".join(lines))
     assert not over, "\n".join(lines)
+
+
+# ---- the shell and the Python API on a lake ----------------------------------------------------
+
+def test_the_shell_reads_a_lake_and_refuses_to_write_it(lake_cli, tmp_path):
+    from ctda_shell.app import open_lake_state
+    from ctda_shell.commands import run_dot_command
+
+    lake = tmp_path / "lake"
+    assert lake_cli("ingest", "-q", str(_two_rank_folder(tmp_path / "small")), "--lake", str(lake)).code == 0
+    assert lake_cli("analyze", "-q", "--lake", str(lake)).code == 0
+    state = open_lake_state(str(lake))
+    try:
+        with state.holding(write=True):  # a lake attaches nothing: its tables are views
+            [runs] = run_dot_command(state, ".report runs")
+            columns = [d[0] for d in runs.cursor.description]
+            assert [row[columns.index("run")] for row in runs.cursor.fetchall()] == ["small"]
+            ranks = state.con.execute("SELECT DISTINCT rank FROM critical_path ORDER BY 1").fetchall()
+            assert ranks == [(0,), (1,)]
+            with pytest.raises(Exception, match="a lake is read-only in the shell"):
+                run_dot_command(state, f".ingest {tmp_path / 'small'}")
+    finally:
+        state.con.close()
+
+
+def test_the_shell_command_line_opens_a_lake(lake_cli, tmp_path):
+    from tests.shell_helpers import ctda_command
+
+    lake = tmp_path / "lake"
+    assert lake_cli("ingest", "-q", str(_two_rank_folder(tmp_path / "small")), "--lake", str(lake)).code == 0
+    piped = subprocess.run([*ctda_command(), "shell", "--lake", str(lake)], input="SELECT count(DISTINCT rank) AS n FROM events;",
+                           capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.split() == ["n", "2"]
+
+
+def test_the_python_api_ingests_analyses_and_reports_on_a_lake(cluster, tmp_path):
+    from warehouse import Warehouse
+
+    folder = _two_rank_folder(tmp_path / "small")
+    with Warehouse(lake=tmp_path / "lake", scheduler=cluster) as wh:
+        assert len(wh.ingest([folder], run="small").loaded) == 2
+        wh.analyze(method="ctda")
+        cpcr = wh.report("cpcr", run="small").fetchall()
+        assert cpcr and wh.sql("SELECT count(*) FROM critical_path").fetchall()[0][0] > 0
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest([folder], run="small")
+        wh.analyze(method="ctda")
+        assert sorted(wh.report("cpcr", run="small").fetchall()) == sorted(cpcr)
+
+
+def test_the_python_api_refuses_workers_without_a_lake(tmp_path):
+    from warehouse import Warehouse
+    from warehouse.errors import CtdaError
+
+    with pytest.raises(CtdaError, match="need lake"):
+        Warehouse(tmp_path / "w.duckdb", workers=2)

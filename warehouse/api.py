@@ -7,6 +7,9 @@ call the same methods.
         wh.analyze(run="job42")
         wh.report("cpcr", run="job42").df()
 
+    with Warehouse(lake="lake/", workers=2) as wh:  # the same over a Parquet lake on Dask
+        wh.ingest(["traces/job42/"], run="job42")
+
 Results that are tables come back as DuckDB relations, so `.df()`, `.arrow()`, `.pl()`,
 `.fetchall()` all work; they read the open database, so use them before `close()`.
 """
@@ -30,11 +33,21 @@ class Warehouse:
     read_only: open without write access (reports and SQL only; several readers may share it).
     udfs_for: register only the Python UDFs this SQL names (one-shot commands start faster);
     None registers them all.
-    safe: SQL can read or write no file but the warehouse (for warehouses shared with others)."""
+    safe: SQL can read or write no file but the warehouse (for warehouses shared with others).
+    lake: a Parquet lake folder instead of a database file (docs/scale-out.md): ingest and
+    analyze run on Dask (`workers` local processes, or the cluster at `scheduler`); reports
+    and SQL read views over the lake; tables made by SQL or whatif live only in the session."""
 
     def __init__(self, db: str | Path | None = None, *, read_only: bool = False,
-                 udfs_for: str | None = None, safe: bool = False):
-        self.path = Path(db) if db is not None else resolve_db_path(None)
+                 udfs_for: str | None = None, safe: bool = False, lake: str | Path | None = None,
+                 workers: int | None = None, scheduler: str | None = None):
+        if lake is not None and db is not None:
+            raise CtdaError("give a database file or a lake folder, not both")
+        if lake is None and (workers is not None or scheduler is not None):
+            raise CtdaError("workers and scheduler need lake=DIR")
+        self.lake = Path(lake) if lake is not None else None
+        self.workers, self.scheduler = workers, scheduler
+        self.path = self.lake or (Path(db) if db is not None else resolve_db_path(None))
         self.read_only = read_only
         self.safe = safe
         self._udfs_for = udfs_for
@@ -53,7 +66,11 @@ class Warehouse:
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         """The DuckDB connection (opened on first use)."""
-        if self._con is None:
+        if self._con is None and self.lake is not None:
+            from .lake import open_lake
+
+            self._con = open_lake(self.lake, for_sql=self._udfs_for, safe=self.safe)
+        elif self._con is None:
             self._con = connect(self.path, read_only=self.read_only, for_sql=self._udfs_for, safe=self.safe)
         return self._con
 
@@ -69,6 +86,8 @@ class Warehouse:
         self.close()
 
     def __repr__(self) -> str:
+        if self.lake is not None:
+            return f"Warehouse(lake={str(self.lake)!r})"
         mode = "read-only" if self.read_only else "read-write"
         return f"Warehouse({str(self.path)!r}, {mode})"
 
@@ -81,6 +100,9 @@ class Warehouse:
 
         if isinstance(paths, (str, Path)):
             paths = [paths]
+        if self.lake is not None:
+            return self._on_lake("ingest", list(paths), run=run, meta=meta, replace=replace,
+                                 show_progress=show_progress)
         # ingest refreshes run_meta inside its transaction: new meta keys become columns
         return ingest(self.con, list(paths), run_name=run, meta=meta, replace=replace,
                       show_progress=show_progress)
@@ -97,8 +119,23 @@ class Warehouse:
             if wait_gap_us < 0:
                 raise CtdaError(f"wait_gap_us must be >= 0, got {wait_gap_us}")
             settings = replace(settings, wait_gap_us=float(wait_gap_us))
+        if self.lake is not None:
+            return self._on_lake("analyze", run=run, method=method, window=window, settings=settings,
+                                 show_progress=show_progress)
         return analyze(self.con, run=run, method=method, window_prefix=window,
                        show_progress=show_progress, settings=settings)
+
+    def _on_lake(self, command: str, *args, **kwargs):
+        """Run a lake ingest or analyze on Dask; the session's views are re-made afterwards."""
+        from .lake_run import analyze_lake, dask_client, ingest_lake
+
+        if self.read_only:
+            raise CtdaError("this Warehouse is read-only")
+        work = ingest_lake if command == "ingest" else analyze_lake
+        with dask_client(self.workers, self.scheduler) as client:
+            result = work(client, self.lake, *args, **kwargs)
+        self.close()  # new partitions: the next use opens fresh views over them
+        return result
 
     def load_experiments(self, path: str | Path, key: str) -> int:
         """Load experiment metadata (csv, json, parquet) keyed by run name into `experiments`;

@@ -300,6 +300,7 @@ def _add_shell(sub) -> None:
     p.add_argument("--read-only", action="store_true", help="open the database read-only")
     _safe_option(p)
     _db_option(p)
+    add_lake_option(p)  # read-only: the lake's tables are views over its Parquet files
     p.set_defaults(handler=None)
 
 
@@ -318,6 +319,7 @@ def main(argv: list[str] | None = None, shell: Callable[[argparse.Namespace], in
                 raise CtdaError("the interactive shell is not available in this entry point")
             args.read_only = getattr(args, "read_only", False)
             args.safe = getattr(args, "safe", False)
+            args.lake = getattr(args, "lake", None)
             stop_watching_sigint()  # the shell handles Ctrl-C itself
             return shell(args)
         return handler(args)
