@@ -34,6 +34,7 @@ by_rule AS (
     FROM scoped AS s
     JOIN wi_rules AS r
         ON s.name GLOB r.name_glob AND (r.cat_glob IS NULL OR s.cat GLOB r.cat_glob)
+       AND (r.ranks IS NULL OR list_contains(r.ranks, s.rank))
     GROUP BY ALL
 ),
 changed AS (

@@ -96,7 +96,7 @@ JOIN wi_removed AS cd ON cd.run_id = e.run_id AND cd.rank = e.rank AND cd.lane =
 -- Windows: the CPU tail after the last CPU node, less removed time on its lane.
 CREATE OR REPLACE TEMP TABLE wi_replay_windows AS
 SELECT w.window_index, w.run_id, w.rank, w.step, w.window_us, w.cpu_end_us - w.start_us AS cpu_end_us,
-       w.device_ends_step, t.tail_seq,
+       w.device_ends_step, w.reported, t.tail_seq,
        (t.window_end_us - t.node_end_us) - coalesce(ct.removed_us - cn.removed_us, 0.0) AS tail_us
 FROM wi_windows AS w
 LEFT JOIN wi_window_tails AS t USING (window_index)
