@@ -7,6 +7,7 @@ in dependency order (one numpy step per position in the window's node order)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import duckdb
 import numpy as np
@@ -17,8 +18,9 @@ from .analyze import _run_id
 from .errors import CtdaError
 from .whatif_changes import Scale, Scenario  # noqa: F401  (part of this module's API)
 
-PREPARE = ("05_rules.sql", "10_scope.sql", "20_collectives.sql", "30_work_factors.sql", "40_graph.sql",
-           "45_coupling.sql")
+# once per what-if (the windows and their graph), then once per replayed scenario
+SCOPE = ("10_scope.sql", "15_graph.sql")
+PREPARE = ("05_rules.sql", "20_collectives.sql", "30_work_factors.sql", "40_graph.sql", "45_coupling.sql")
 # a CPU thread of the graph idle this long waited for another thread when that thread's work
 # ended at most HANDOFF_US before it resumed (hand-offs take 0.2-3 ms, docs/whatif.md)
 MIN_WAIT_US = 500.0
@@ -51,6 +53,8 @@ def whatif(con: duckdb.DuckDBPyConnection, run: str | None = None, rank: int | N
     scenario.validate()
     params = {"run_id": _run_id(con, run), "rank": rank, "step": step,
               "all_ranks": bool(coupled and rank is not None), "coupled": bool(coupled)}
+    for stage in SCOPE:
+        _execute(con, f"whatif/{stage}", params)
     baseline = _replay(con, params, Scenario())
     if not baseline.windows:
         raise CtdaError("no analysed steps match; run `ctda-sql analyze` first (method ctda)")
@@ -59,7 +63,8 @@ def whatif(con: duckdb.DuckDBPyConnection, run: str | None = None, rank: int | N
     path = _path_rows(predicted)
     if persist:
         _persist(con, name or scenario.as_json(), scenario.as_json(), steps, path, params)
-    return WhatIfResult(steps=[(_run_name(con, r[0]), *r[1:]) for r in steps], hotspots=_hotspots(path, top))
+    names = dict(con.execute("SELECT run_id, name FROM runs").fetchall())
+    return WhatIfResult(steps=[(names[r[0]], *r[1:]) for r in steps], hotspots=_hotspots(path, top))
 
 
 # ---- the replay -------------------------------------------------------------------------
@@ -89,8 +94,14 @@ def _prepare(con, params: dict, scenario: Scenario) -> None:
         _execute(con, f"whatif/{stage}", values)
 
 
+@lru_cache(maxsize=None)
+def _statements(name: str) -> tuple[tuple[str, frozenset], ...]:
+    """The statements of a stage and their parameters (parsed once per process)."""
+    return tuple((st, frozenset(names)) for st, names in sqlfiles.parameterized_statements(sqlfiles.load(name)))
+
+
 def _execute(con, name: str, values: dict) -> None:
-    for statement, names in sqlfiles.parameterized_statements(sqlfiles.load(name)):
+    for statement, names in _statements(name):
         try:
             con.execute(statement, {key: values[key] for key in names}) if names else con.execute(statement)
         except duckdb.Error as exc:
@@ -332,10 +343,6 @@ def _hotspots(path: list[tuple], top: int) -> list[tuple]:
     return [(kind, label, count, round(m, 1), round(p, 1)) for (kind, label), (count, m, p) in ranked]
 
 
-def _run_name(con, run_id: int) -> str:
-    return con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]
-
-
 def _persist(con, scenario: str, changes: str, steps: list[tuple], path: list[tuple], params: dict) -> None:
     step_table = pa.table({name: [r[i] for r in steps] for i, name in enumerate(
         ["run_id", "rank", "step", "measured_us", "replay_us", "predicted_us", "speedup"])})
@@ -348,7 +355,6 @@ def _persist(con, scenario: str, changes: str, steps: list[tuple], path: list[tu
     con.register("wi_result_path", path_table)
     try:
         con.execute("BEGIN TRANSACTION")
-        _execute(con, "whatif/10_scope.sql", params)
         _execute(con, "whatif/50_persist.sql", {"scenario": scenario, "changes": changes})
         con.execute("COMMIT")
     except BaseException:
