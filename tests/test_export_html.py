@@ -121,3 +121,25 @@ def test_nccl_report_draws(shared_traces, tmp_path):
         done = wh.export_html(tmp_path / "nccl.html", run="nccl")
     page = render(tmp_path / "nccl.html", chromium_or_skip())
     assert page.errors == [] and page.dom.count('class="main-svg"') >= done["charts"]
+
+
+# ---- what-if -----------------------------------------------------------------------------
+
+def test_whatif_section_appears_only_when_the_run_has_scenarios(tmp_path):
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest([two_rank_folder(tmp_path / "fig")], run="fig")
+        wh.analyze()
+        wh.export_html(tmp_path / "before.html", run="fig")
+        assert "What-if" not in (tmp_path / "before.html").read_text(encoding="utf-8")
+        label = wh.sql("SELECT label FROM critical_path JOIN nodes USING (run_id, rank, step, method, node_id) "
+                       "WHERE method = 'ctda' AND nodes.kind = 'cpu' ORDER BY counted_us DESC LIMIT 1").fetchall()[0][0]
+        wh.whatif(run="fig", scale={f"cpu_op:{label}": 0.5}, name="half the top op")
+        done = wh.export_html(tmp_path / "after.html", run="fig")
+    text = (tmp_path / "after.html").read_text(encoding="utf-8")
+    assert "What-if: measured and predicted step time per scenario" in text
+    assert "What-if: the biggest changes on the predicted path" in text
+    assert '"name":"predicted"' in text and "half the top op" in text
+    assert sorted(int(i) for i in CHART_DIV.findall(text)) == list(range(done["charts"]))
+    if find_chromium() is not None:
+        page = render(tmp_path / "after.html", find_chromium())
+        assert page.errors == [] and page.dom.count('class="main-svg"') >= done["charts"]

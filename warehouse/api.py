@@ -176,10 +176,13 @@ class Warehouse:
     def whatif(self, run: str | None = None, rank: int | None = None, step: int | None = None,
                scale: dict[str, float] | None = None, comm_bandwidth_scale: float = 1.0,
                comm_latency_us: float | None = None, allreduce: str | None = None,
-               world_size: int | None = None, name: str | None = None) -> duckdb.DuckDBPyRelation:
+               world_size: int | None = None, name: str | None = None,
+               coupled: bool = True) -> duckdb.DuckDBPyRelation:
         """Replay every analysed step under the changes (docs/whatif.md) and return its rows
-        of whatif_steps. scale: {"[CATEGORY:]PATTERN": factor}, e.g. {"kernel:*gemm*": 0.5};
-        the rows persist under scenario `name` (default: the changes as JSON)."""
+        of whatif_steps. scale: {"[rankN:][CATEGORY:]PATTERN": factor}, e.g.
+        {"kernel:*gemm*": 0.5} or {"rank1:user_annotation:slow_rank": 0}; the ranks of a
+        multi-rank run are replayed together unless `coupled` is False; the rows persist under
+        scenario `name` (default: the changes as JSON)."""
         from .whatif import event_categories, whatif
         from .whatif_changes import Scenario, parse_scale
 
@@ -189,7 +192,7 @@ class Warehouse:
                             bandwidth_scale=comm_bandwidth_scale, latency_us=comm_latency_us,
                             allreduce=allreduce, world_size=world_size)
         scenario_name = name or scenario.as_json()
-        whatif(self.con, run=run, rank=rank, step=step, scenario=scenario, name=scenario_name)
+        whatif(self.con, run=run, rank=rank, step=step, scenario=scenario, name=scenario_name, coupled=coupled)
         self._finish_pending_result()
         return self.con.sql("SELECT * FROM whatif_steps WHERE scenario = $name ORDER BY ALL",
                             params={"name": scenario_name})

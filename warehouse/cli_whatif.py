@@ -34,11 +34,12 @@ class _Parser(argparse.ArgumentParser):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", help="run name (default: every analysed run)")
-    p.add_argument("--rank", type=int, help="only this rank")
+    p.add_argument("--rank", type=int, help="only this rank's rows (a multi-rank run still replays every rank)")
     p.add_argument("--step", type=int, help="only this step")
     p.add_argument("--scale", action="append", metavar="[CAT:]PATTERN=FACTOR", default=[],
                    help="scale the execution time of events whose name matches the glob (optionally "
-                        "of a category: kernel:*gemm*=0.5); 0 removes the work (repeatable)")
+                        "of a category: kernel:*gemm*=0.5; optionally only on some ranks: "
+                        "rank1:user_annotation:slow_rank=0); 0 removes the work (repeatable)")
     p.add_argument("--comm-bandwidth-scale", type=float, default=1.0, metavar="F",
                    help="multiply the fitted bus bandwidth of collectives by F")
     p.add_argument("--comm-latency-us", type=float, metavar="L", help="latency per collective step, µs")
@@ -46,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--world-size", type=int, metavar="N", help="ranks taking part in every collective")
     p.add_argument("--sweep", metavar="KEY=V1,V2,...",
                    help=f"one scenario per value of KEY ({', '.join(SWEEP_KEYS)}); prints a row per value")
+    p.add_argument("--no-coupling", dest="coupled", action="store_false",
+                   help="replay each rank on its own: collectives keep their measured waiting "
+                        "(default: the ranks of a multi-rank run are replayed together)")
     p.add_argument("--name", help="scenario name in whatif_steps / whatif_path (default: the changes)")
     p.add_argument("--top", type=int, default=10, help="hotspots to print (default: 10)")
 
@@ -85,7 +89,7 @@ def run(con, args) -> list[tuple[list[str], list[tuple]]]:
     from .whatif import HOTSPOT_COLUMNS, STEP_COLUMNS, whatif
 
     scenario = scenario_from_args(con, args)
-    where = {"run": args.run, "rank": args.rank, "step": args.step}
+    where = {"run": args.run, "rank": args.rank, "step": args.step, "coupled": args.coupled}
     if not args.sweep:
         result = whatif(con, **where, scenario=scenario, name=args.name, top=args.top)
         return [(STEP_COLUMNS, result.steps), (HOTSPOT_COLUMNS, result.hotspots)]

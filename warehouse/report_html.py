@@ -34,6 +34,7 @@ STEP_SPLIT = (
     ("slack_after_us", "slack after the last node", "#c7c7c7"),
 )
 HOTSPOTS_PER_PHASE = 5
+WHATIF_CHANGES_PER_SCENARIO = 5
 PATH_COLORS = {"ctda": "#d62728", "per_thread": "#1f77b4"}
 EDGE_COLORS = {"cross_thread": "#9467bd", "sync": "#8c564b"}
 
@@ -65,6 +66,15 @@ def write_html(con, path: Path, run: str, step: int | None = None, rank: int | N
     ranks = sorted(set(steps["rank"].tolist()))
     if len(ranks) > 1:
         sections.append(("Step time per rank", _RANKS_TEXT, step_time_figure(steps)))
+    scenarios = _columns(con, "export/html_whatif_steps.sql", {"run_id": run_id})
+    if len(scenarios["scenario"]):
+        sections.append(("What-if: measured and predicted step time per scenario", _WHATIF_TEXT,
+                         whatif_steps_figure(scenarios)))
+        changes = _columns(con, "export/html_whatif_path.sql",
+                           {"run_id": run_id, "top": WHATIF_CHANGES_PER_SCENARIO})
+        if len(changes["scenario"]):
+            sections.append(("What-if: the biggest changes on the predicted path", _WHATIF_PATH_TEXT,
+                             whatif_path_figure(changes)))
     path.write_text(_page(run, ranks, steps, cpcr, sections), encoding="utf-8")
     return {"path": str(path), "run": run, "charts": len(sections), "ranks": ranks,
             "gantt_rank": gantt_rank, "gantt_step": gantt_step}
@@ -254,6 +264,44 @@ def step_time_figure(steps: dict):
     return fig
 
 
+def whatif_steps_figure(scenarios: dict):
+    """Per what-if scenario: mean measured step time beside the mean predicted one."""
+    import plotly.graph_objects as go
+
+    names = [_short(str(s), 60) for s in scenarios["scenario"]]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=names, y=_ms(scenarios["measured_us"]), name="measured", marker_color="#7f7f7f",
+                         hovertemplate="measured %{y:.2f} ms<extra>%{x}</extra>"))
+    fig.add_trace(go.Bar(x=names, y=_ms(scenarios["predicted_us"]), name="predicted", marker_color="#2ca02c",
+                         text=[f"{v:.2f}x" for v in scenarios["speedup"]], textposition="outside",
+                         customdata=np.stack([scenarios["changes"].astype(object), scenarios["steps"]], axis=-1),
+                         hovertemplate="predicted %{y:.2f} ms over %{customdata[1]} step(s)<br>"
+                                       "%{customdata[0]}<extra>%{x}</extra>"))
+    fig.update_layout(barmode="group", height=400, yaxis_title="mean step time, ms")
+    return fig
+
+
+def whatif_path_figure(changes: dict):
+    """Per scenario, the node labels whose time on the path changed most (predicted - measured)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for scenario in dict.fromkeys(changes["scenario"].tolist()):
+        mine = changes["scenario"] == scenario
+        fig.add_trace(go.Bar(
+            y=[f"{_short(str(scenario), 24)} · {_short(str(label))}" for label in changes["label"][mine]],
+            x=_ms(changes["change_us"][mine]), orientation="h", name=_short(str(scenario), 60),
+            customdata=np.stack([changes["label"][mine].astype(object), _ms(changes["measured_us"][mine]),
+                                 _ms(changes["predicted_us"][mine])], axis=-1),
+            hovertemplate="%{customdata[0]}<br>on the measured path %{customdata[1]:.2f} ms, "
+                          "on the predicted path %{customdata[2]:.2f} ms<extra></extra>"))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(height=max(320, 24 * len(changes["scenario"]) + 140), margin={"l": 320},
+                      xaxis_title="change of time on the path, ms (all steps)", legend_orientation="h",
+                      legend_y=-0.2)
+    return fig
+
+
 # ---- page --------------------------------------------------------------------------------
 
 _CPCR_TEXT = ("Each bar is one step of one rank: green is time the critical path counts; the "
@@ -267,6 +315,11 @@ _GANTT_TEXT = ("Every node of the ctda graph (default: the slowest step). Colour
                "sync edges. Drag to zoom, double-click to reset.")
 _COMPOSITION_TEXT = "Counted time on the path per phase: what each method says decides step time."
 _RANKS_TEXT = "Step time of every rank: a straggler makes every other rank wait at the next collective."
+_WHATIF_TEXT = ("Each `ctda-sql whatif` scenario stored for this run (whatif_steps): the mean measured "
+                "step beside the mean predicted one, with the speedup over the unchanged replay.")
+_WHATIF_PATH_TEXT = (f"The {WHATIF_CHANGES_PER_SCENARIO} node labels per scenario whose time on the "
+                     "critical path changed most: the predicted path (whatif_path) against the "
+                     "measured ctda path, summed over the scenario's steps.")
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 2rem auto;

@@ -7,6 +7,7 @@ in dependency order (one numpy step per position in the window's node order)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import duckdb
 import numpy as np
@@ -17,11 +18,16 @@ from .analyze import _run_id
 from .errors import CtdaError
 from .whatif_changes import Scale, Scenario  # noqa: F401  (part of this module's API)
 
-PREPARE = ("05_rules.sql", "10_scope.sql", "20_collectives.sql", "30_work_factors.sql", "40_graph.sql")
+# once per what-if (the windows and their graph), then once per replayed scenario
+SCOPE = ("10_scope.sql", "15_graph.sql")
+PREPARE = ("05_rules.sql", "20_collectives.sql", "30_work_factors.sql", "40_graph.sql", "45_coupling.sql")
 # a CPU thread of the graph idle this long waited for another thread when that thread's work
 # ended at most HANDOFF_US before it resumed (hand-offs take 0.2-3 ms, docs/whatif.md)
 MIN_WAIT_US = 500.0
 HANDOFF_US = 3000.0
+# a CPU thread blocked in a collective's wait resumes within this long of its end (as the
+# cross-rank path, warehouse/crossrank.py)
+RESUME_US = 1000.0
 STEP_COLUMNS = ["run", "rank", "step", "measured_us", "replay_us", "predicted_us", "speedup"]
 HOTSPOT_COLUMNS = ["kind", "label", "nodes", "measured_us", "predicted_us"]
 
@@ -38,11 +44,17 @@ def event_categories(con) -> set[str]:
 
 def whatif(con: duckdb.DuckDBPyConnection, run: str | None = None, rank: int | None = None,
            step: int | None = None, scenario: Scenario = Scenario(), name: str | None = None,
-           persist: bool = True, top: int = 10) -> WhatIfResult:
+           persist: bool = True, top: int = 10, coupled: bool = True) -> WhatIfResult:
     """Replay the selected windows unchanged and under `scenario`; with `persist`, store the
-    rows in whatif_steps and whatif_path under scenario `name` (default: the changes)."""
+    rows in whatif_steps and whatif_path under scenario `name` (default: the changes).
+    With `coupled`, the ranks of a multi-rank run are replayed together (every rank, even when
+    `rank` picks the rows to report): a matched collective completes at its last replayed
+    arrival plus its transfer time; without, each rank keeps its measured waiting."""
     scenario.validate()
-    params = {"run_id": _run_id(con, run), "rank": rank, "step": step}
+    params = {"run_id": _run_id(con, run), "rank": rank, "step": step,
+              "all_ranks": bool(coupled and rank is not None), "coupled": bool(coupled)}
+    for stage in SCOPE:
+        _execute(con, f"whatif/{stage}", params)
     baseline = _replay(con, params, Scenario())
     if not baseline.windows:
         raise CtdaError("no analysed steps match; run `ctda-sql analyze` first (method ctda)")
@@ -51,7 +63,8 @@ def whatif(con: duckdb.DuckDBPyConnection, run: str | None = None, rank: int | N
     path = _path_rows(predicted)
     if persist:
         _persist(con, name or scenario.as_json(), scenario.as_json(), steps, path, params)
-    return WhatIfResult(steps=[(_run_name(con, r[0]), *r[1:]) for r in steps], hotspots=_hotspots(path, top))
+    names = dict(con.execute("SELECT run_id, name FROM runs").fetchall())
+    return WhatIfResult(steps=[(names[r[0]], *r[1:]) for r in steps], hotspots=_hotspots(path, top))
 
 
 # ---- the replay -------------------------------------------------------------------------
@@ -71,6 +84,8 @@ def _prepare(con, params: dict, scenario: Scenario) -> None:
         "rule_names": [s.name_glob for s in scenario.scales],
         "rule_categories": [s.category_glob for s in scenario.scales],
         "rule_factors": [float(s.factor) for s in scenario.scales],
+        "rule_ranks": [",".join(map(str, s.ranks)) if s.ranks is not None else "" for s in scenario.scales],
+        "resume_us": RESUME_US,
         "network_changed": scenario.network_changed, "bandwidth_scale": float(scenario.bandwidth_scale),
         "latency_us": scenario.latency_us, "algorithm": scenario.allreduce, "world_size": scenario.world_size,
         "min_wait_us": MIN_WAIT_US, "handoff_us": HANDOFF_US,
@@ -79,8 +94,14 @@ def _prepare(con, params: dict, scenario: Scenario) -> None:
         _execute(con, f"whatif/{stage}", values)
 
 
+@lru_cache(maxsize=None)
+def _statements(name: str) -> tuple[tuple[str, frozenset], ...]:
+    """The statements of a stage and their parameters (parsed once per process)."""
+    return tuple((st, frozenset(names)) for st, names in sqlfiles.parameterized_statements(sqlfiles.load(name)))
+
+
 def _execute(con, name: str, values: dict) -> None:
-    for statement, names in sqlfiles.parameterized_statements(sqlfiles.load(name)):
+    for statement, names in _statements(name):
         try:
             con.execute(statement, {key: values[key] for key in names}) if names else con.execute(statement)
         except duckdb.Error as exc:
@@ -95,9 +116,14 @@ def _replay(con, params: dict, scenario: Scenario) -> _Replay:
     if len(windows["window_index"]) == 0:
         return _Replay({}, nodes, np.empty(0), np.empty(0), {})
     first = _first_rows(nodes["window_index"], len(windows["window_index"]))
-    start, best_source = _forward_pass(nodes, edges, first)
-    end = start + np.asarray(nodes["duration_us"], dtype=float)
-    return _finish(windows, nodes, first, start, end, best_source)
+    graph = _Graph(nodes, edges, windows, first)
+    coupling = _Coupling.load(con, graph)
+    if coupling is None:
+        start = graph.forward_pass()
+    else:
+        start = coupling.solve()
+    end = start + graph.duration
+    return _finish(windows, nodes, first, start, end, graph.best_source(start), graph.reported)
 
 
 def _first_rows(window_of_node: np.ndarray, window_count: int) -> np.ndarray:
@@ -105,31 +131,160 @@ def _first_rows(window_of_node: np.ndarray, window_count: int) -> np.ndarray:
     return np.searchsorted(np.asarray(window_of_node), np.arange(window_count))
 
 
-def _forward_pass(nodes: dict, edges: dict, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start of every node: the latest of what its incoming edges allow (source start +
-    offset + kept slack); a node without predecessors keeps its lead from the window start.
-    Edges point forward in node order, so handling all windows' k-th nodes together is exact."""
-    start = np.where(nodes["has_predecessor"], -np.inf, np.asarray(nodes["lead_us"], dtype=float))
-    window_first = first[np.asarray(edges["window_index"], dtype=np.int64)]
-    src = window_first + np.asarray(edges["src_seq"], dtype=np.int64)
-    dst = window_first + np.asarray(edges["dst_seq"], dtype=np.int64)
-    delay = np.asarray(edges["offset_us"], dtype=float) + np.asarray(edges["slack_us"], dtype=float)
-    dst_seq = np.asarray(edges["dst_seq"], dtype=np.int64)
-    bounds = np.flatnonzero(np.diff(dst_seq)) + 1
-    for chunk in np.split(np.arange(len(dst_seq)), bounds):
-        if len(chunk):
-            np.maximum.at(start, dst[chunk], start[src[chunk]] + delay[chunk])
-    allowed = start[src] + delay
-    best_source = np.full(len(start), -1, dtype=np.int64)
-    binding = np.isclose(allowed, start[dst], rtol=0, atol=1e-6)
-    best_source[dst[binding]] = src[binding]
-    return start, best_source
+def _column(table: dict, name: str, fill=np.nan) -> np.ndarray:
+    values = table[name]
+    return np.ma.filled(values.astype(float), fill) if np.ma.isMaskedArray(values) else np.asarray(values, dtype=float)
 
 
-def _finish(windows, nodes, first, start, end, best_source) -> _Replay:
+class _Graph:
+    """Every window's nodes and edges as flat arrays (global rows: window's first row + seq)."""
+
+    def __init__(self, nodes: dict, edges: dict, windows: dict, first: np.ndarray):
+        self.first, self.count = first, len(nodes["seq"])
+        self.duration = np.asarray(nodes["duration_us"], dtype=float).copy()
+        self.initial = np.where(nodes["has_predecessor"], -np.inf, np.asarray(nodes["lead_us"], dtype=float))
+        window_first = first[np.asarray(edges["window_index"], dtype=np.int64)]
+        self.src = window_first + np.asarray(edges["src_seq"], dtype=np.int64)
+        self.dst = window_first + np.asarray(edges["dst_seq"], dtype=np.int64)
+        self.slack = np.asarray(edges["slack_us"], dtype=float)
+        self.delay = np.asarray(edges["offset_us"], dtype=float) + self.slack
+        dst_seq = np.asarray(edges["dst_seq"], dtype=np.int64)
+        self.chunks = np.split(np.arange(len(dst_seq)), np.flatnonzero(np.diff(dst_seq)) + 1)
+        self.gpu = (nodes["kind"] == "gpu") & ~np.asarray(nodes["carry_in"], dtype=bool)
+        self.window_count = len(windows["window_index"])
+        self.reported = np.asarray(windows["reported"], dtype=bool)
+        tail = _column(windows, "tail_seq")
+        self.has_tail = ~np.isnan(tail)
+        self.tail_row = np.where(self.has_tail, first + np.nan_to_num(tail).astype(np.int64), 0)
+        self.tail_us = np.nan_to_num(_column(windows, "tail_us"))
+        self.cpu_end_us = np.asarray(windows["cpu_end_us"], dtype=float)
+        self.device_ends = np.asarray(windows["device_ends_step"], dtype=bool)
+        self.window_of_row = np.asarray(nodes["window_index"], dtype=np.int64)
+
+    def forward_pass(self, floor: np.ndarray | None = None) -> np.ndarray:
+        """Start of every node: the latest of what its incoming edges allow (source start +
+        offset + kept slack) and its floor; a node without predecessors keeps its lead from the
+        window start. Edges point forward in node order, so handling all windows' k-th nodes
+        together is exact."""
+        start = self.initial if floor is None else np.maximum(self.initial, floor)
+        start = start.copy()
+        src, dst, delay = self.src, self.dst, self.delay
+        for chunk in self.chunks:
+            if len(chunk):
+                np.maximum.at(start, dst[chunk], start[src[chunk]] + delay[chunk])
+        return start
+
+    def arrivals(self, start: np.ndarray) -> np.ndarray:
+        """Where each node would start without its floor."""
+        arrive = self.initial.copy()
+        np.maximum.at(arrive, self.dst, start[self.src] + self.delay)
+        return arrive
+
+    def best_source(self, start: np.ndarray) -> np.ndarray:
+        allowed = start[self.src] + self.delay
+        best = np.full(self.count, -1, dtype=np.int64)
+        binding = np.isclose(allowed, start[self.dst], rtol=0, atol=1e-6)
+        best[self.dst[binding]] = self.src[binding]
+        return best
+
+    def window_lengths(self, start: np.ndarray) -> np.ndarray:
+        """Each window's replayed length, as _finish computes it."""
+        end = start + self.duration
+        cpu_end = np.where(self.has_tail, end[self.tail_row] + self.tail_us, self.cpu_end_us)
+        gpu_end = np.full(self.window_count, -np.inf)
+        rows = np.flatnonzero(self.gpu)
+        np.maximum.at(gpu_end, self.window_of_row[rows], end[rows])
+        return np.where(self.device_ends & (gpu_end > cpu_end), gpu_end, cpu_end)
+
+
+class _Coupling:
+    """Collectives matched across the replayed ranks (sql/whatif/45_coupling.sql): the ranks'
+    windows are solved together until every gate sits at its collective's last arrival."""
+
+    MAX_ROUNDS = 10_000
+
+    def __init__(self, graph: _Graph, origins: dict, arrivals: dict, gates: dict):
+        self.graph = graph
+        first = graph.first
+        self.origin0 = np.asarray(origins["origin_us"], dtype=float)
+        self.gap = np.nan_to_num(_column(origins, "gap_before_us"))
+        previous = _column(origins, "previous_window", -1.0).astype(np.int64)
+        self.head = previous < 0
+        self.head_of = np.maximum.accumulate(np.where(self.head, np.arange(len(previous)), 0))
+        self.previous = np.maximum(previous, 0)
+        self.groups = int(max(arrivals["group_index"].max(initial=-1), gates["group_index"].max(initial=-1))) + 1
+        self.a_group = np.asarray(arrivals["group_index"], dtype=np.int64)
+        self.a_window = np.asarray(arrivals["window_index"], dtype=np.int64)
+        anchor = np.asarray(arrivals["anchor_seq"], dtype=np.int64)
+        self.a_row = np.where(anchor >= 0, first[self.a_window] + np.maximum(anchor, 0), 0)
+        self.a_has_anchor = anchor >= 0
+        self.a_pre_floor = np.asarray(arrivals["pre_floor"], dtype=bool)
+        self.a_offset = np.asarray(arrivals["offset_us"], dtype=float)
+        self.a_measured = np.asarray(arrivals["measured_us"], dtype=float)
+        self.g_group = np.asarray(gates["group_index"], dtype=np.int64)
+        self.g_window = np.asarray(gates["window_index"], dtype=np.int64)
+        self.g_row = first[self.g_window] + np.asarray(gates["gate_seq"], dtype=np.int64)
+        self.g_after = np.asarray(gates["after_us"], dtype=float)
+        # a CPU gate that held its node replaces the engine edges' slack into it
+        held = self.g_row[np.asarray(gates["binding"], dtype=bool)]
+        graph.delay = np.where(np.isin(graph.dst, held), graph.delay - graph.slack,
+                               graph.delay)
+        # a NCCL kernel's node runs only its transfer, from the last arrival
+        kernels = self.a_pre_floor
+        share = np.nan_to_num(_column(arrivals, "wait_share", 0.0))[kernels]
+        rows = self.a_row[kernels]
+        waited = np.zeros(graph.count)
+        waited[rows] = graph.duration[rows] * share
+        graph.duration = graph.duration - waited
+        graph.delay = graph.delay - waited[graph.src]
+
+    @classmethod
+    def load(cls, con, graph: _Graph) -> "_Coupling | None":
+        arrivals = con.execute("SELECT * FROM wi_coupled_arrivals ORDER BY ALL").fetchnumpy()
+        if len(arrivals["group_index"]) == 0:
+            return None
+        gates = con.execute("SELECT * FROM wi_coupled_gates ORDER BY ALL").fetchnumpy()
+        origins = con.execute("SELECT * FROM wi_window_origins ORDER BY window_index").fetchnumpy()
+        return cls(graph, origins, arrivals, gates)
+
+    def origins(self, lengths: np.ndarray) -> np.ndarray:
+        """A rank's window starts where its previous one ended (plus the measured gap); the
+        first window of each rank at its measured, aligned start."""
+        step = np.where(self.head, self.origin0, lengths[self.previous] + self.gap)
+        total = np.cumsum(step)
+        return total - total[self.head_of] + step[self.head_of]
+
+    def floors(self, completion: np.ndarray, origin: np.ndarray) -> np.ndarray:
+        floor = np.full(self.graph.count, -np.inf)
+        np.maximum.at(floor, self.g_row, completion[self.g_group] + self.g_after - origin[self.g_window])
+        return floor
+
+    def solve(self) -> np.ndarray:
+        graph = self.graph
+        origin = self.origin0
+        completion = np.full(self.groups, -np.inf)
+        np.maximum.at(completion, self.a_group, self.a_measured)
+        floor = self.floors(completion, origin)
+        for _ in range(self.MAX_ROUNDS):
+            start = graph.forward_pass(floor)
+            new_origin = self.origins(graph.window_lengths(start))
+            base = np.where(self.a_pre_floor, graph.arrivals(start)[self.a_row], start[self.a_row])
+            arrival = new_origin[self.a_window] + np.where(self.a_has_anchor, base, 0.0) + self.a_offset
+            completion = np.full(self.groups, -np.inf)
+            np.maximum.at(completion, self.a_group, arrival)
+            new_floor = self.floors(completion, new_origin)
+            if np.allclose(new_floor, floor, rtol=0, atol=1e-6) and np.allclose(new_origin, origin, rtol=0, atol=1e-6):
+                return start
+            floor, origin = new_floor, new_origin
+        raise CtdaError("the multi-rank replay did not settle; run with --no-coupling")
+
+
+def _finish(windows, nodes, first, start, end, best_source, reported) -> _Replay:
     gpu_end = np.where((nodes["kind"] == "gpu") & ~np.asarray(nodes["carry_in"], dtype=bool), end, -np.inf)
     results, paths = {}, {}
     for i, window in enumerate(windows["window_index"]):
+        if not reported[i]:
+            continue
         rows = slice(first[i], first[i + 1] if i + 1 < len(first) else len(start))
         tail = windows["tail_seq"][i]
         has_tail = not np.ma.is_masked(tail) and tail is not None and not np.isnan(float(tail))
@@ -188,10 +343,6 @@ def _hotspots(path: list[tuple], top: int) -> list[tuple]:
     return [(kind, label, count, round(m, 1), round(p, 1)) for (kind, label), (count, m, p) in ranked]
 
 
-def _run_name(con, run_id: int) -> str:
-    return con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]
-
-
 def _persist(con, scenario: str, changes: str, steps: list[tuple], path: list[tuple], params: dict) -> None:
     step_table = pa.table({name: [r[i] for r in steps] for i, name in enumerate(
         ["run_id", "rank", "step", "measured_us", "replay_us", "predicted_us", "speedup"])})
@@ -204,7 +355,6 @@ def _persist(con, scenario: str, changes: str, steps: list[tuple], path: list[tu
     con.register("wi_result_path", path_table)
     try:
         con.execute("BEGIN TRANSACTION")
-        _execute(con, "whatif/10_scope.sql", params)
         _execute(con, "whatif/50_persist.sql", {"scenario": scenario, "changes": changes})
         con.execute("COMMIT")
     except BaseException:

@@ -4,6 +4,7 @@ the command line parses them without loading numpy or pyarrow)."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from .errors import CtdaError
@@ -13,10 +14,12 @@ ALGORITHMS = ("ring", "tree", "coherent")
 
 @dataclass(frozen=True)
 class Scale:
-    """--scale [CATEGORY:]PATTERN=FACTOR: globs on event category and name."""
+    """--scale [rankN[,M...]:][CATEGORY:]PATTERN=FACTOR: globs on event category and name,
+    optionally only on some ranks."""
     name_glob: str
     factor: float
     category_glob: str | None = None
+    ranks: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,8 @@ class Scenario:
 
     def as_json(self) -> str:
         return json.dumps({
-            "scale": [{"category": s.category_glob, "pattern": s.name_glob, "factor": s.factor}
+            "scale": [{"category": s.category_glob, "pattern": s.name_glob, "factor": s.factor,
+                       **({"ranks": list(s.ranks)} if s.ranks is not None else {})}
                       for s in self.scales],
             "comm_bandwidth_scale": self.bandwidth_scale, "comm_latency_us": self.latency_us,
             "allreduce": self.allreduce, "world_size": self.world_size,
@@ -53,9 +57,18 @@ class Scenario:
             raise CtdaError("--world-size must be 1 or more")
 
 
+RANK_PREFIX = re.compile(r"^rank(\d+(?:,\d+)*):(?!:)")
+
+
 def parse_scale(text: str, categories: set[str]) -> Scale:
     """'kernel:*gemm*=0.5' -> Scale; the prefix before ':' is a category only when it names one
-    (or is a glob), so 'nccl:all_reduce' and 'aten::mm' stay whole names."""
+    (or is a glob), so 'nccl:all_reduce' and 'aten::mm' stay whole names. A leading 'rank1:'
+    or 'rank0,2:' limits the change to those ranks."""
+    ranks = None
+    scoped = RANK_PREFIX.match(text)
+    if scoped and scoped.group(1) not in categories and f"rank{scoped.group(1)}" not in categories:
+        ranks = tuple(sorted({int(r) for r in scoped.group(1).split(",")}))
+        text = text[scoped.end():]
     pattern, sep, factor_text = text.rpartition("=")
     if not sep or not pattern:
         raise CtdaError(f"--scale {text!r} must look like PATTERN=FACTOR, e.g. 'aten::mm=0.5'")
@@ -65,5 +78,5 @@ def parse_scale(text: str, categories: set[str]) -> Scale:
         raise CtdaError(f"--scale {text!r}: factor {factor_text!r} is not a number") from None
     prefix, colon, rest = pattern.partition(":")
     if colon and rest and not rest.startswith(":") and (prefix in categories or "*" in prefix):
-        return Scale(rest, factor, prefix)
-    return Scale(pattern, factor)
+        return Scale(rest, factor, prefix, ranks)
+    return Scale(pattern, factor, None, ranks)

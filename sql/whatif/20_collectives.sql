@@ -33,38 +33,47 @@ CREATE OR REPLACE TEMP MACRO wi_latency_steps(collective, n, algorithm) AS
 
 -- Communication work on the device (NCCL kernels): metadata on the kernel (2024+ traces), else
 -- from the `nccl:*` annotation around the call that launched it (Input Dims x Input type).
+CREATE OR REPLACE TEMP TABLE wi_comm_kernels AS
+SELECT e.run_id, e.rank, e.event_id, e.dur_us, e.correlation, e.args, e.stream, e.ts_us, e.end_us
+FROM events AS e
+WHERE $network_changed AND e.ph = 'X' AND e.dur_us > 0 AND is_gpu_work(e.cat)
+  -- the prefix tests are redundant with ILIKE but let the scan skip most rows cheaply
+  AND (starts_with(e.name, 'nccl') OR starts_with(e.name, 'NCCL') OR e.name ILIKE 'nccl%')
+  AND ($run_id IS NULL OR e.run_id = $run_id);
+
 CREATE OR REPLACE TEMP TABLE wi_collectives AS
 WITH run_ranks AS (
     SELECT run_id, count(*) AS ranks FROM traces WHERE $run_id IS NULL OR run_id = $run_id GROUP BY ALL
 ),
-comm_kernels AS (
-    SELECT e.* FROM events AS e
-    WHERE $network_changed AND e.ph = 'X' AND is_gpu_work(e.cat) AND e.dur_us > 0 AND e.name ILIKE 'nccl%'
-      AND ($run_id IS NULL OR e.run_id = $run_id)
-),
 described AS (
     SELECT run_id, rank, event_id, dur_us, wi_collective(args ->> 'Collective name') AS collective,
            TRY_CAST(args ->> 'In msg nelems' AS DOUBLE) * wi_dtype_bytes(args ->> 'dtype') AS bytes,
-           TRY_CAST(args ->> 'Group size' AS INTEGER) AS group_size
-    FROM comm_kernels WHERE args ->> 'Collective name' IS NOT NULL
+           TRY_CAST(args ->> 'Group size' AS INTEGER) AS group_size, stream, ts_us, end_us
+    FROM wi_comm_kernels WHERE args ->> 'Collective name' IS NOT NULL
 ),
-annotated AS (
-    SELECT k.run_id, k.rank, k.event_id, k.dur_us,
-           arg_max(wi_collective(a.name), a.ts_us) AS collective,
-           arg_max(list_product(TRY_CAST(a.args -> '$."Input Dims"[0]' AS DOUBLE[]))
-                   * wi_dtype_bytes(a.args ->> '$."Input type"[0]'), a.ts_us) AS bytes,
-           any_value(r.ranks) AS group_size
-    FROM comm_kernels AS k
+-- the kernels without metadata, with the runtime call that launched them
+launches AS (
+    SELECT k.run_id, k.rank, k.event_id, k.dur_us, k.stream, k.ts_us, k.end_us,
+           launch.pid, launch.tid, launch.ts_us AS launch_ts_us, launch.end_us AS launch_end_us
+    FROM wi_comm_kernels AS k
     JOIN events AS launch
         ON launch.run_id = k.run_id AND launch.rank = k.rank AND launch.correlation = k.correlation
        AND is_runtime_category(launch.cat)
-    JOIN events AS a
-        ON a.run_id = k.run_id AND a.rank = k.rank AND a.pid = launch.pid AND a.tid = launch.tid
-       AND a.cat = 'user_annotation' AND regexp_matches(a.name, '^(nccl|gloo):')
-       AND a.ts_us <= launch.ts_us AND a.end_us >= launch.end_us
-    JOIN run_ranks AS r ON r.run_id = k.run_id
     WHERE k.args ->> 'Collective name' IS NULL
-    GROUP BY ALL
+),
+annotated AS (
+    SELECT l.run_id, l.rank, l.event_id, l.dur_us,
+           arg_max(wi_collective(a.name), a.ts_us) AS collective,
+           arg_max(list_product(TRY_CAST(a.args -> '$."Input Dims"[0]' AS DOUBLE[]))
+                   * wi_dtype_bytes(a.args ->> '$."Input type"[0]'), a.ts_us) AS bytes,
+           any_value(r.ranks) AS group_size, l.stream, l.ts_us, l.end_us
+    FROM launches AS l
+    JOIN events AS a
+        ON a.run_id = l.run_id AND a.rank = l.rank AND a.pid = l.pid AND a.tid = l.tid
+       AND a.cat = 'user_annotation' AND regexp_matches(a.name, '^(nccl|gloo):')
+       AND a.ts_us <= l.launch_ts_us AND a.end_us >= l.launch_end_us
+    JOIN run_ranks AS r ON r.run_id = l.run_id
+    GROUP BY l.run_id, l.rank, l.event_id, l.dur_us, l.stream, l.ts_us, l.end_us
 )
 SELECT * FROM described WHERE bytes > 0 AND group_size >= 1
 UNION ALL

@@ -5,7 +5,7 @@
 
 CREATE OR REPLACE TEMP TABLE wi_comm_factors AS
 WITH modelled AS (
-    SELECT c.run_id, c.rank, c.event_id, c.dur_us,
+    SELECT c.run_id, c.rank, c.event_id, c.dur_us, c.stream, c.ts_us, c.end_us,
            f.alpha_us + c.bytes * wi_bus_factor(c.collective, c.group_size, 'ring') / f.bytes_per_us AS before_us,
            coalesce($latency_us, f.alpha_us / wi_latency_steps(c.collective, c.group_size, 'ring'))
                * wi_latency_steps(c.collective, coalesce($world_size, c.group_size), coalesce($algorithm, 'ring'))
@@ -16,37 +16,38 @@ WITH modelled AS (
     WHERE $network_changed
 )
 -- the unexplained part of the measured time (waiting for other ranks) stays as it is
-SELECT run_id, rank, event_id,
+SELECT run_id, rank, event_id, 'gpu/' || stream AS lane, ts_us, end_us,
        (dur_us - least(dur_us, before_us) + least(dur_us, before_us) * after_us / before_us) / dur_us AS factor
 FROM modelled WHERE before_us > 0;
 
 CREATE OR REPLACE TEMP TABLE wi_event_factors AS
-WITH scoped AS (
-    SELECT e.run_id, e.rank, e.event_id, e.name, e.cat
+-- rules are matched against the distinct (name, category) pairs, then joined to the events
+WITH kinds AS (
+    SELECT DISTINCT name, cat FROM events WHERE EXISTS (SELECT 1 FROM wi_rules)
+),
+matched AS (
+    SELECT k.name, k.cat, r.seq, r.factor, r.ranks
+    FROM kinds AS k
+    JOIN wi_rules AS r
+        ON k.name GLOB r.name_glob AND (r.cat_glob IS NULL OR k.cat GLOB r.cat_glob)
+),
+by_rule AS (
+    SELECT e.run_id, e.rank, e.event_id,
+           CASE WHEN is_gpu_work(e.cat) THEN 'gpu/' || e.stream ELSE 'cpu/' || e.pid || '/' || e.tid END AS lane,
+           e.ts_us, e.end_us, arg_max(m.factor, m.seq) AS factor
     FROM events AS e
+    JOIN matched AS m ON m.name = e.name AND m.cat IS NOT DISTINCT FROM e.cat
     WHERE e.ph = 'X' AND e.dur_us > 0 AND (is_gpu_work(e.cat) OR NOT is_device_category(e.cat))
       AND NOT starts_with(e.name, 'ProfilerStep#')
       AND (e.run_id, e.rank) IN (SELECT DISTINCT run_id, rank FROM wi_windows)
-      AND EXISTS (SELECT 1 FROM wi_rules)
-),
-by_rule AS (
-    SELECT s.run_id, s.rank, s.event_id, arg_max(r.factor, r.seq) AS factor
-    FROM scoped AS s
-    JOIN wi_rules AS r
-        ON s.name GLOB r.name_glob AND (r.cat_glob IS NULL OR s.cat GLOB r.cat_glob)
+      AND (m.ranks IS NULL OR list_contains(m.ranks, e.rank))
     GROUP BY ALL
-),
-changed AS (
-    SELECT run_id, rank, event_id, coalesce(r.factor, 1.0) * coalesce(c.factor, 1.0) AS factor
-    FROM by_rule AS r
-    FULL JOIN wi_comm_factors AS c USING (run_id, rank, event_id)
 )
--- lanes are named only for the changed events
-SELECT e.run_id, e.rank,
-       CASE WHEN is_gpu_work(e.cat) THEN 'gpu/' || e.stream ELSE 'cpu/' || e.pid || '/' || e.tid END AS lane,
-       e.event_id, e.ts_us, e.end_us, c.factor
-FROM changed AS c
-JOIN events AS e USING (run_id, rank, event_id);
+-- a collective's network factor multiplies its --scale factor
+SELECT run_id, rank, coalesce(r.lane, c.lane) AS lane, event_id, coalesce(r.ts_us, c.ts_us) AS ts_us,
+       coalesce(r.end_us, c.end_us) AS end_us, coalesce(r.factor, 1.0) * coalesce(c.factor, 1.0) AS factor
+FROM by_rule AS r
+FULL JOIN wi_comm_factors AS c USING (run_id, rank, event_id);
 
 -- Outermost changed stretches per lane (an event inside a changed one follows its factor);
 -- `removed_before_us` is the time removed on the lane before the stretch starts (recomputed

@@ -1,62 +1,25 @@
--- The replay's inputs: every node of the selected windows with its duration under the
--- scenario, and every edge with the measured slack it keeps. Times are relative to the
--- window start. A lane's removed time between two instants is C(t2) - C(t1), where C(t) is
--- the time removed on the lane before t (wi_shrink, piecewise linear).
-
-CREATE OR REPLACE TEMP TABLE wi_nodes AS
-SELECT w.window_index, n.run_id, n.rank, n.step, n.node_id, n.kind, n.label, n.carry_in,
-       CASE WHEN n.kind = 'gpu' THEN 'gpu/' || n.stream ELSE 'cpu/' || n.pid || '/' || n.tid END AS lane,
-       n.start_us, n.end_us, w.start_us AS window_start_us, w.cpu_end_us AS window_end_us,
-       row_number() OVER (PARTITION BY w.window_index ORDER BY n.start_us, n.node_id) - 1 AS seq
-FROM nodes AS n
-JOIN wi_windows AS w USING (run_id, rank, step)
-WHERE n.method = 'ctda';
-
--- The engine's edges plus one per lane queue (a thread or stream runs one node at a time);
--- `allowed_us` is when the edge let its destination start in the measurement.
-CREATE OR REPLACE TEMP TABLE wi_edge_times AS
-WITH queue AS (
-    SELECT window_index, node_id AS dst,
-           lag(node_id) OVER w AS src, lag(end_us) OVER w AS allowed_us
-    FROM wi_nodes
-    WINDOW w AS (PARTITION BY window_index, lane ORDER BY start_us, node_id)
-),
-all_edges AS (
-    SELECT w.window_index, e.src, e.dst, e.effective_end_us AS allowed_us
-    FROM edges AS e
-    JOIN wi_windows AS w USING (run_id, rank, step)
-    WHERE e.method = 'ctda'
-    UNION ALL
-    SELECT window_index, src, dst, allowed_us FROM queue WHERE src IS NOT NULL
-)
-SELECT e.window_index, s.seq AS src_seq, d.seq AS dst_seq, e.allowed_us,
-       s.start_us AS src_start_us, s.lane AS src_lane, d.start_us AS dst_start_us, d.lane AS dst_lane,
-       s.run_id, s.rank,
-       -- the edge that let the node start last carries its measured slack; the others none
-       row_number() OVER (PARTITION BY e.window_index, e.dst ORDER BY e.allowed_us DESC, e.src DESC) = 1
-           AS binding
-FROM all_edges AS e
-JOIN wi_nodes AS s ON s.window_index = e.window_index AND s.node_id = e.src
-JOIN wi_nodes AS d ON d.window_index = e.window_index AND d.node_id = e.dst;
-
--- Where each window's CPU side ends: after its last CPU node, by the measured tail.
-CREATE OR REPLACE TEMP TABLE wi_window_tails AS
-SELECT window_index, arg_max(seq, end_us) AS tail_seq, arg_max(end_us, end_us) AS node_end_us,
-       arg_max(lane, end_us) AS lane, any_value(window_end_us) AS window_end_us
-FROM wi_nodes
-WHERE kind = 'cpu' AND start_us < window_end_us
-GROUP BY window_index;
+-- The replay's inputs under the scenario: every node of the selected windows (15_graph.sql)
+-- with its duration, and every edge with the measured slack it keeps. Times are relative to
+-- the window start. A lane's removed time between two instants is C(t2) - C(t1), where C(t)
+-- is the time removed on the lane before t (wi_shrink, piecewise linear); only lanes where the
+-- scenario removes time have points (elsewhere C = 0).
 
 -- C(t) at every instant the replay needs.
 CREATE OR REPLACE TEMP TABLE wi_removed AS
-WITH points AS (
+WITH changed AS (
+    SELECT DISTINCT run_id, rank, lane FROM wi_shrink
+),
+all_points AS (
     SELECT run_id, rank, lane, start_us AS t FROM wi_nodes
-    UNION SELECT run_id, rank, lane, end_us FROM wi_nodes
-    UNION SELECT run_id, rank, lane, window_start_us FROM wi_nodes
-    UNION SELECT run_id, rank, src_lane, allowed_us FROM wi_edge_times
-    UNION SELECT run_id, rank, dst_lane, allowed_us FROM wi_edge_times
-    UNION SELECT n.run_id, n.rank, t.lane, t.window_end_us
+    UNION ALL SELECT run_id, rank, lane, end_us FROM wi_nodes
+    UNION ALL SELECT run_id, rank, lane, window_start_us FROM wi_nodes
+    UNION ALL SELECT run_id, rank, src_lane, allowed_us FROM wi_edge_times
+    UNION ALL SELECT run_id, rank, dst_lane, allowed_us FROM wi_edge_times
+    UNION ALL SELECT n.run_id, n.rank, t.lane, t.window_end_us
           FROM wi_window_tails AS t JOIN wi_nodes AS n ON n.window_index = t.window_index AND n.seq = 0
+),
+points AS (
+    SELECT DISTINCT p.* FROM all_points AS p SEMI JOIN changed AS c USING (run_id, rank, lane)
 )
 SELECT p.run_id, p.rank, p.lane, p.t,
        coalesce(s.removed_before_us + s.removed_rate * least(greatest(p.t - s.from_us, 0), s.to_us - s.from_us),
@@ -70,33 +33,34 @@ ASOF LEFT JOIN wi_shrink AS s
 CREATE OR REPLACE TEMP TABLE wi_replay_nodes AS
 SELECT n.window_index, n.seq, n.node_id, n.kind, n.label, n.carry_in,
        n.start_us - n.window_start_us AS start_us, n.end_us - n.window_start_us AS end_us,
-       (n.end_us - n.start_us) - (ce.removed_us - cs.removed_us) AS duration_us,
-       (n.start_us - n.window_start_us) - (cs.removed_us - cw.removed_us) AS lead_us,
+       (n.end_us - n.start_us) - (coalesce(ce.removed_us, 0.0) - coalesce(cs.removed_us, 0.0)) AS duration_us,
+       (n.start_us - n.window_start_us) - (coalesce(cs.removed_us, 0.0) - coalesce(cw.removed_us, 0.0)) AS lead_us,
        EXISTS (SELECT 1 FROM wi_edge_times AS e WHERE e.window_index = n.window_index AND e.dst_seq = n.seq)
            AS has_predecessor
 FROM wi_nodes AS n
-JOIN wi_removed AS cs ON cs.run_id = n.run_id AND cs.rank = n.rank AND cs.lane = n.lane AND cs.t = n.start_us
-JOIN wi_removed AS ce ON ce.run_id = n.run_id AND ce.rank = n.rank AND ce.lane = n.lane AND ce.t = n.end_us
-JOIN wi_removed AS cw ON cw.run_id = n.run_id AND cw.rank = n.rank AND cw.lane = n.lane
+LEFT JOIN wi_removed AS cs ON cs.run_id = n.run_id AND cs.rank = n.rank AND cs.lane = n.lane AND cs.t = n.start_us
+LEFT JOIN wi_removed AS ce ON ce.run_id = n.run_id AND ce.rank = n.rank AND ce.lane = n.lane AND ce.t = n.end_us
+LEFT JOIN wi_removed AS cw ON cw.run_id = n.run_id AND cw.rank = n.rank AND cw.lane = n.lane
     AND cw.t = n.window_start_us;
 
 -- Edges: when the source lets the destination go (offset from the source's start), and the
 -- slack the binding edge keeps (launch latency, Python overhead), both less removed time.
 CREATE OR REPLACE TEMP TABLE wi_replay_edges AS
 SELECT e.window_index, e.src_seq, e.dst_seq,
-       (e.allowed_us - e.src_start_us) - (ca.removed_us - cs.removed_us) AS offset_us,
-       CASE WHEN e.binding THEN (e.dst_start_us - e.allowed_us) - (cd.removed_us - cg.removed_us) ELSE 0.0 END
-           AS slack_us
+       (e.allowed_us - e.src_start_us) - (coalesce(ca.removed_us, 0.0) - coalesce(cs.removed_us, 0.0)) AS offset_us,
+       CASE WHEN e.binding
+            THEN (e.dst_start_us - e.allowed_us) - (coalesce(cd.removed_us, 0.0) - coalesce(cg.removed_us, 0.0))
+            ELSE 0.0 END AS slack_us
 FROM wi_edge_times AS e
-JOIN wi_removed AS cs ON cs.run_id = e.run_id AND cs.rank = e.rank AND cs.lane = e.src_lane AND cs.t = e.src_start_us
-JOIN wi_removed AS ca ON ca.run_id = e.run_id AND ca.rank = e.rank AND ca.lane = e.src_lane AND ca.t = e.allowed_us
-JOIN wi_removed AS cg ON cg.run_id = e.run_id AND cg.rank = e.rank AND cg.lane = e.dst_lane AND cg.t = e.allowed_us
-JOIN wi_removed AS cd ON cd.run_id = e.run_id AND cd.rank = e.rank AND cd.lane = e.dst_lane AND cd.t = e.dst_start_us;
+LEFT JOIN wi_removed AS cs ON cs.run_id = e.run_id AND cs.rank = e.rank AND cs.lane = e.src_lane AND cs.t = e.src_start_us
+LEFT JOIN wi_removed AS ca ON ca.run_id = e.run_id AND ca.rank = e.rank AND ca.lane = e.src_lane AND ca.t = e.allowed_us
+LEFT JOIN wi_removed AS cg ON cg.run_id = e.run_id AND cg.rank = e.rank AND cg.lane = e.dst_lane AND cg.t = e.allowed_us
+LEFT JOIN wi_removed AS cd ON cd.run_id = e.run_id AND cd.rank = e.rank AND cd.lane = e.dst_lane AND cd.t = e.dst_start_us;
 
 -- Windows: the CPU tail after the last CPU node, less removed time on its lane.
 CREATE OR REPLACE TEMP TABLE wi_replay_windows AS
 SELECT w.window_index, w.run_id, w.rank, w.step, w.window_us, w.cpu_end_us - w.start_us AS cpu_end_us,
-       w.device_ends_step, t.tail_seq,
+       w.device_ends_step, w.reported, t.tail_seq,
        (t.window_end_us - t.node_end_us) - coalesce(ct.removed_us - cn.removed_us, 0.0) AS tail_us
 FROM wi_windows AS w
 LEFT JOIN wi_window_tails AS t USING (window_index)

@@ -1,9 +1,9 @@
 -- Replace a scenario's earlier results for the replayed windows, then store the new ones
 -- (wi_result_steps and wi_result_path are filled by the replay).
 DELETE FROM whatif_steps WHERE scenario = $scenario
-    AND (run_id, rank, step) IN (SELECT run_id, rank, step FROM wi_windows);
+    AND (run_id, rank, step) IN (SELECT run_id, rank, step FROM wi_windows WHERE reported);
 DELETE FROM whatif_path WHERE scenario = $scenario
-    AND (run_id, rank, step) IN (SELECT run_id, rank, step FROM wi_windows);
+    AND (run_id, rank, step) IN (SELECT run_id, rank, step FROM wi_windows WHERE reported);
 INSERT INTO whatif_steps
 SELECT $scenario, $changes, run_id, rank, step, measured_us, replay_us, predicted_us, speedup
 FROM wi_result_steps;

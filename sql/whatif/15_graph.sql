@@ -1,0 +1,48 @@
+-- The replay's graph, the same for every scenario of one what-if: every node of the selected
+-- windows, every edge with the instant it let its destination start in the measurement, and
+-- where each window's CPU side ends. Scenario-dependent durations: 40_graph.sql.
+
+CREATE OR REPLACE TEMP TABLE wi_nodes AS
+SELECT w.window_index, n.run_id, n.rank, n.step, n.node_id, n.kind, n.label, n.carry_in,
+       CASE WHEN n.kind = 'gpu' THEN 'gpu/' || n.stream ELSE 'cpu/' || n.pid || '/' || n.tid END AS lane,
+       n.start_us, n.end_us, w.start_us AS window_start_us, w.cpu_end_us AS window_end_us,
+       row_number() OVER (PARTITION BY w.window_index ORDER BY n.start_us, n.node_id) - 1 AS seq
+FROM nodes AS n
+JOIN wi_windows AS w USING (run_id, rank, step)
+WHERE n.method = 'ctda';
+
+-- The engine's edges plus one per lane queue (a thread or stream runs one node at a time);
+-- `allowed_us` is when the edge let its destination start in the measurement.
+CREATE OR REPLACE TEMP TABLE wi_edge_times AS
+WITH queue AS (
+    SELECT window_index, node_id AS dst,
+           lag(node_id) OVER w AS src, lag(end_us) OVER w AS allowed_us
+    FROM wi_nodes
+    WINDOW w AS (PARTITION BY window_index, lane ORDER BY start_us, node_id)
+),
+all_edges AS (
+    SELECT w.window_index, e.src, e.dst, e.effective_end_us AS allowed_us
+    FROM edges AS e
+    JOIN wi_windows AS w USING (run_id, rank, step)
+    WHERE e.method = 'ctda'
+    UNION ALL
+    SELECT window_index, src, dst, allowed_us FROM queue WHERE src IS NOT NULL
+)
+SELECT e.window_index, s.seq AS src_seq, d.seq AS dst_seq, e.allowed_us,
+       s.start_us AS src_start_us, s.lane AS src_lane, d.start_us AS dst_start_us, d.lane AS dst_lane,
+       s.run_id, s.rank,
+       -- the edge that let the node start last carries its measured slack; the others none
+       row_number() OVER (PARTITION BY e.window_index, e.dst ORDER BY e.allowed_us DESC, e.src DESC) = 1
+           AS binding
+FROM all_edges AS e
+JOIN wi_nodes AS s ON s.window_index = e.window_index AND s.node_id = e.src
+JOIN wi_nodes AS d ON d.window_index = e.window_index AND d.node_id = e.dst;
+
+-- Where each window's CPU side ends: after its last CPU node, by the measured tail.
+CREATE OR REPLACE TEMP TABLE wi_window_tails AS
+SELECT window_index, arg_max(seq, end_us) AS tail_seq, arg_max(end_us, end_us) AS node_end_us,
+       arg_max(lane, end_us) AS lane, any_value(window_end_us) AS window_end_us
+FROM wi_nodes
+WHERE kind = 'cpu' AND start_us < window_end_us
+GROUP BY window_index;
+

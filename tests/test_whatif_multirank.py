@@ -1,0 +1,124 @@
+"""Multi-rank what-if: the ranks of a run are replayed together, a matched collective completes
+at its last replayed arrival plus its transfer time, so removing one rank's stall predicts
+every rank's step. Validated on the real gloo runs (tests/data/gloo): the straggler run with
+rank 1's `slow_rank` sleep removed against the balanced run measured for real."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from statistics import median
+
+import pytest
+
+from test_crossrank import GLOO, LATE_US, analysed_db, job
+from warehouse.whatif import Scale, Scenario, whatif
+from warehouse.whatif_changes import parse_scale
+
+NO_STALL = Scenario(scales=(Scale("slow_rank", 0.0, "user_annotation", (1,)),))
+
+
+@pytest.fixture(scope="module")
+def gloo_db(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multirank")
+    con = analysed_db(root / "gloo.duckdb", {
+        "balanced": [GLOO / "balanced"], "straggler": [GLOO / "straggler"],
+        "late": [job(root / "late", world=4, steps=3, late={1: 1, 2: 1, 3: 1})],
+        "lonely": [job(root / "lonely", world=2, steps=2, extra_on_rank0=True)],
+    })
+    yield con
+    con.close()
+
+
+def by_rank(rows) -> dict[int, list[tuple]]:
+    out: dict[int, list[tuple]] = {}
+    for row in rows:
+        out.setdefault(row[1], []).append(row)
+    return out
+
+
+@pytest.mark.parametrize("run", ["balanced", "straggler", "late", "lonely"])
+def test_unchanged_coupled_replay_reproduces_every_rank(gloo_db, run):
+    rows = whatif(gloo_db, run=run, persist=False).steps
+    assert len({r[1] for r in rows}) >= 2
+    assert [r for r in rows if abs(r[4] - r[3]) > 0.01 * r[3]] == []
+
+
+def test_removing_the_late_ranks_work_predicts_every_rank(gloo_db):
+    scenario = Scenario(scales=(Scale("aten::mm", 100 / (100 + LATE_US), None, (1,)),))
+    coupled = whatif(gloo_db, run="late", scenario=scenario, persist=False).steps
+    assert len(coupled) == 12
+    for _, rank, step, measured, replay, predicted, _ in coupled:
+        assert predicted == pytest.approx(measured - LATE_US, abs=1.0), (rank, step)
+    # replayed one by one, the other ranks keep their measured wait
+    alone = whatif(gloo_db, run="late", scenario=scenario, persist=False, coupled=False).steps
+    assert all(r[5] == pytest.approx(r[3]) for r in alone if r[1] != 1)
+
+
+def test_rank_option_reports_one_rank_but_replays_them_all(gloo_db):
+    scenario = Scenario(scales=(Scale("aten::mm", 100 / (100 + LATE_US), None, (1,)),))
+    rows = whatif(gloo_db, run="late", rank=0, scenario=scenario, persist=False).steps
+    assert {r[1] for r in rows} == {0}
+    assert all(r[5] == pytest.approx(r[3] - LATE_US, abs=1.0) for r in rows)
+
+
+def steady_median(rows, rank: int, column: int) -> float:
+    return median(r[column] for r in rows if r[1] == rank)
+
+
+def straggler_errors(con) -> list[dict]:
+    """Per rank: the balanced run's measured median step, its spread (largest minus smallest
+    steady step), and the straggler run's prediction with rank 1's sleep removed."""
+    balanced = whatif(con, run="balanced", persist=False).steps
+    predicted = whatif(con, run="straggler", scenario=NO_STALL, persist=False).steps
+    alone = whatif(con, run="straggler", scenario=NO_STALL, persist=False, coupled=False).steps
+    out = []
+    for rank in (0, 1):
+        truth = steady_median(balanced, rank, 3)
+        steps = [r[3] for r in balanced if r[1] == rank]
+        out.append({"rank": rank, "measured": steady_median(predicted, rank, 3), "truth": truth,
+                    "noise": max(steps) - min(steps), "predicted": steady_median(predicted, rank, 5),
+                    "per_rank": steady_median(alone, rank, 5)})
+    for row in out:
+        row["error"] = abs(row["predicted"] - row["truth"])
+    return out
+
+
+def test_removing_the_stragglers_sleep_predicts_the_balanced_run(gloo_db):
+    for row in straggler_errors(gloo_db):
+        assert row["error"] <= max(0.05 * row["truth"], row["noise"]), row
+        # the coupling is what moves rank 0: replayed alone it keeps waiting for rank 1
+        if row["rank"] == 0:
+            assert row["per_rank"] == pytest.approx(row["measured"])
+            assert row["predicted"] < 0.7 * row["measured"]
+
+
+def test_rank_prefix_scopes_a_scale_to_ranks():
+    assert parse_scale("rank1:user_annotation:slow_rank=0", {"user_annotation"}) == \
+        Scale("slow_rank", 0.0, "user_annotation", (1,))
+    assert parse_scale("rank2,0:aten::mm=0.5", set()) == Scale("aten::mm", 0.5, None, (0, 2))
+    assert parse_scale("aten::mm=0.5", set()) == Scale("aten::mm", 0.5)
+
+
+def test_cli_rank_scoped_change_is_stored(tmp_path, run_cli, open_db):
+    assert run_cli("ingest", "-q", str(GLOO / "straggler"), "--run", "straggler").code == 0
+    assert run_cli("analyze", "-q").code == 0
+    result = run_cli("whatif", "--scale", "rank1:user_annotation:slow_rank=0", "--name", "no sleep",
+                     "--rank", "0", "--format", "csv")
+    assert result.code == 0, result.err
+    con = open_db()
+    rows = con.execute("SELECT rank, changes, measured_us, predicted_us FROM whatif_steps").fetchall()
+    assert {r[0] for r in rows} == {0}
+    assert json.loads(rows[0][1])["scale"][0]["ranks"] == [1]
+    assert all(predicted < 0.7 * measured for _, _, measured, predicted in rows)
+
+
+def test_unchanged_coupled_replay_on_two_ranks(shared_traces: Path, tmp_path):
+    con = analysed_db(tmp_path / "two.duckdb", {"two_ranks": [shared_traces / "two_ranks"]})
+    try:
+        rows = whatif(con, persist=False).steps
+        assert len(rows) == 4
+        assert [r for r in rows if abs(r[4] - r[3]) > 0.01 * r[3]] == []
+        assert con.execute("SELECT count(*) FROM wi_coupled_groups").fetchone()[0] >= 1
+    finally:
+        con.close()
