@@ -256,3 +256,17 @@ def test_two_ranks_collectives_are_all_kept_and_offsets_are_near_zero(two_ranks_
     assert unmatched and all(r["reason"] for r in unmatched)
     matched = [r for r in report(two_ranks_db, "collective_skew")]
     assert len(matched) + len({(r["pg"], r["seq"]) for r in unmatched}) == 10
+
+
+def test_a_larger_job_follows_every_steps_late_rank(tmp_path):
+    """8 ranks x 60 steps, a different late rank each step. (DuckDB once inlined the path's
+    ASOF lookups into its recursive CTE and refused jobs this size.)"""
+    late = {step: step % 7 + 1 for step in range(60)}
+    con = analysed_db(tmp_path / "big.duckdb", {"big": [job(tmp_path / "big", world=8, steps=60, late=late)]})
+    try:
+        hops = dict(con.execute("SELECT step, list(rank ORDER BY hop) FROM cross_rank_segments "
+                                "GROUP BY step").fetchall())
+    finally:
+        con.close()
+    assert len(hops) == 60
+    assert all(hops[step] == [0, late[step]] for step in hops if step in late)

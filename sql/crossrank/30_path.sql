@@ -55,35 +55,39 @@ reached AS (
 SELECT row_number() OVER (ORDER BY run_id, step, rank, end_us, pg, seq) AS gate_id, *
 FROM reached;
 
--- The hops: from the last-finishing rank's step end, the latest gate ending before the
--- current bound, then the late rank from its arrival, and so on.
-CREATE OR REPLACE TEMP TABLE cr_hops AS
-WITH RECURSIVE
-starts AS (
+-- For each gate, the latest gate of the late rank ending before the path enters that rank:
+-- a table of its own, because DuckDB plans no ASOF join inside a recursive CTE (a CTE used
+-- there may be inlined into it, which fails on larger jobs).
+CREATE OR REPLACE TEMP TABLE cr_next_gates AS
+SELECT g.gate_id, n.gate_id AS next_gate_id
+FROM cr_gates AS g
+ASOF LEFT JOIN cr_gates AS n
+    ON n.run_id = g.run_id AND n.step = g.step AND n.rank = g.next_rank AND g.next_upper_us >= n.end_us;
+
+-- Each step's start: the rank that finished last, and its latest gate before that end.
+CREATE OR REPLACE TEMP TABLE cr_first_gates AS
+WITH starts AS (
     SELECT run_id, step, arg_max(rank, e2e_end_us - offset_us) AS rank,
            arg_max(e2e_end_us, e2e_end_us - offset_us) AS upper_us
     FROM cr_windows
     GROUP BY run_id, step
-),
-first_gates AS (
-    SELECT s.*, g.gate_id
-    FROM starts AS s
-    ASOF LEFT JOIN cr_gates AS g
-        ON g.run_id = s.run_id AND g.step = s.step AND g.rank = s.rank AND s.upper_us >= g.end_us
-),
-next_gates AS (
-    SELECT g.gate_id, n.gate_id AS next_gate_id
-    FROM cr_gates AS g
-    ASOF LEFT JOIN cr_gates AS n
-        ON n.run_id = g.run_id AND n.step = g.step AND n.rank = g.next_rank AND g.next_upper_us >= n.end_us
-),
+)
+SELECT s.*, g.gate_id
+FROM starts AS s
+ASOF LEFT JOIN cr_gates AS g
+    ON g.run_id = s.run_id AND g.step = s.step AND g.rank = s.rank AND s.upper_us >= g.end_us;
+
+-- The hops: from the last-finishing rank's step end, the latest gate ending before the
+-- current bound, then the late rank from its arrival, and so on.
+CREATE OR REPLACE TEMP TABLE cr_hops AS
+WITH RECURSIVE
 hops AS (
-    SELECT run_id, step, 1 AS hop, rank, upper_us, gate_id FROM first_gates
+    SELECT run_id, step, 1 AS hop, rank, upper_us, gate_id FROM cr_first_gates
     UNION ALL
     SELECT h.run_id, h.step, h.hop + 1, g.next_rank, g.next_upper_us, n.next_gate_id
     FROM hops AS h
     JOIN cr_gates AS g ON g.gate_id = h.gate_id
-    JOIN next_gates AS n ON n.gate_id = g.gate_id
+    JOIN cr_next_gates AS n ON n.gate_id = g.gate_id
     WHERE h.hop < 10000
 )
 SELECT h.run_id, h.step, h.hop, h.rank, h.upper_us,
