@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
 from .connection import connect, resolve_db_path
 from .errors import CtdaError
-from .ingest import IngestResult
+
+if TYPE_CHECKING:  # ingest imports pyarrow and numpy (~0.2 s): only commands that ingest pay it
+    from .ingest import IngestResult
 
 
 class Warehouse:
@@ -30,14 +33,17 @@ class Warehouse:
     read_only: open without write access (reports and SQL only; several readers may share it).
     udfs_for: register only the Python UDFs this SQL names (one-shot commands start faster);
     None registers them all.
-    safe: SQL can read or write no file but the warehouse (for warehouses shared with others)."""
+    safe: SQL can read or write no file but the warehouse (for warehouses shared with others).
+    macros_for: the only SQL this Warehouse will run (one-shot commands): only the macros it
+    needs are made; None makes them all."""
 
     def __init__(self, db: str | Path | None = None, *, read_only: bool = False,
-                 udfs_for: str | None = None, safe: bool = False):
+                 udfs_for: str | None = None, safe: bool = False, macros_for: str | None = None):
         self.path = Path(db) if db is not None else resolve_db_path(None)
         self.read_only = read_only
         self.safe = safe
         self._udfs_for = udfs_for
+        self._macros_for = macros_for
         self._con: duckdb.DuckDBPyConnection | None = None
         self._owns_connection = True
 
@@ -54,7 +60,8 @@ class Warehouse:
     def con(self) -> duckdb.DuckDBPyConnection:
         """The DuckDB connection (opened on first use)."""
         if self._con is None:
-            self._con = connect(self.path, read_only=self.read_only, for_sql=self._udfs_for, safe=self.safe)
+            self._con = connect(self.path, read_only=self.read_only, for_sql=self._udfs_for, safe=self.safe,
+                                macros_for=self._macros_for)
         return self._con
 
     def close(self) -> None:

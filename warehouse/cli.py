@@ -91,29 +91,32 @@ def cmd_analyze(args) -> int:
 
 
 def cmd_query(args) -> int:
-    from .dialect import transpile_query
-
     sql = sys.stdin.read() if args.sql == "-" else args.sql
     if not sql.strip():
         raise CtdaError("no SQL given")
-    sql = transpile_query(sql, args.dialect, resolve_db_path(args.db))
+    if args.dialect and args.dialect.lower() != "duckdb":  # sqlglot takes ~0.15 s to import
+        from .dialect import transpile_query
+
+        sql = transpile_query(sql, args.dialect, resolve_db_path(args.db))
     if args.explain_sql:
         print(sql)
         return 0
-    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=sql, safe=args.safe) as wh:
+    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=sql, safe=args.safe,
+                   macros_for=sql) as wh:
         return _print_result(wh.con.execute(sql), args)  # a cursor streams rows as they come
 
 
 def cmd_report(args) -> int:
-    from .reports import find_report, run_report
+    from .reports import find_report, report_sql_run, run_report
 
     folders = [Path(f) for f in args.reports or []]
     if args.list or not args.name:
-        with Warehouse(":memory:", udfs_for="") as wh:  # listing needs no database
+        with Warehouse(":memory:", udfs_for="", macros_for="") as wh:  # listing needs no database
             return _print_result(wh.reports(folders), args)
     report = find_report(args.name, folders)  # unknown names fail before the database opens
     given = parse_key_values(args.param, "--param")
-    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=report.sql, safe=args.safe) as wh:
+    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=report.sql, safe=args.safe,
+                   macros_for=report_sql_run(report)) as wh:
         return _print_result(run_report(wh.con, report, given), args)
 
 
