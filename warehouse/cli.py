@@ -14,7 +14,7 @@ import duckdb
 from . import __version__
 from .api import Warehouse
 from .cli_whatif import add_parser as _add_whatif
-from .connection import resolve_db_path
+from .connection import resolve_db_path, sql_of_folders
 from .errors import CtdaError, first_line
 from .options import ANALYZE_OPTIONS, INGEST_OPTIONS, add_options
 from .output import DEFAULT_TABLE_ROWS, FORMATS, default_format, render, table_width, write_cursor
@@ -55,7 +55,8 @@ def cmd_ingest(args) -> int:
     meta = {k: meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
     db_path = resolve_db_path(args.db)
     with _new_database_removed_on_failure(db_path):
-        with Warehouse(db_path, udfs_for="") as wh:  # ingest calls no Python UDF
+        # ingest calls no Python UDF and only the macros of its own SQL
+        with Warehouse(db_path, udfs_for="", macros_for=sql_of_folders("ingest", "views")) as wh:
             result = wh.ingest(args.paths, run=args.run, meta=meta, replace=args.replace,
                                show_progress=not args.quiet)
     for line in result.loaded:
@@ -83,7 +84,9 @@ def cmd_analyze(args) -> int:
     from .options import analysis_settings
 
     settings = analysis_settings(args)  # a bad option fails before the database opens
-    with Warehouse(resolve_db_path(args.db), udfs_for="") as wh:  # the engine calls no Python UDF
+    # the engine calls no Python UDF and only the macros of its own SQL
+    with Warehouse(resolve_db_path(args.db), udfs_for="",
+                   macros_for=sql_of_folders("analysis", "crossrank")) as wh:
         print(wh.analyze(run=args.run, method=args.method, window=args.window,
                          wait_gap_us=settings.wait_gap_us, split_starved=settings.split_starved,
                          show_progress=not args.quiet))
