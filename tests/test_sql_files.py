@@ -156,3 +156,21 @@ def test_hotspots_by_experiment_refuses_unknown_columns(warehouse):
     report = bundled_reports()["hotspots_by_experiment"]
     with pytest.raises(duckdb.Error, match="unknown experiment column nosuch; known: batch, cluster, world_size"):
         run_report(con, report, {"by": "nosuch"}).fetchall()
+
+
+@pytest.mark.parametrize("name", [f"{folder}/{name}" for folder in ("analysis", "crossrank", "whatif")
+                                  for name in __import__("warehouse.sqlfiles").sqlfiles.names(folder)])
+def test_stage_files_split_as_duckdb_splits_them(name):
+    """parameterized_statements splits by text; it must agree with DuckDB's parser."""
+    from warehouse import sqlfiles
+
+    text = sqlfiles.load(name)
+    ours = sqlfiles.parameterized_statements(text)
+    reference = sqlfiles.duckdb_statements(text)
+    assert [params for _, params in ours] == [params for _, params in reference]
+    assert [_code(statement) for statement, _ in ours] == [_code(statement) for statement, _ in reference]
+
+
+def _code(statement: str) -> str:
+    without_comments = re.sub(r"--[^\n]*", "", statement)
+    return " ".join(without_comments.split()).rstrip(";").strip()

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
 from .connection import connect, resolve_db_path
 from .errors import CtdaError
-from .ingest import IngestResult
+
+if TYPE_CHECKING:  # ingest imports pyarrow and numpy (~0.2 s): only commands that ingest pay it
+    from .ingest import IngestResult
 
 
 class Warehouse:
@@ -36,11 +39,13 @@ class Warehouse:
     safe: SQL can read or write no file but the warehouse (for warehouses shared with others).
     lake: a Parquet lake folder instead of a database file (docs/scale-out.md): ingest and
     analyze run on Dask (`workers` local processes, or the cluster at `scheduler`); reports
-    and SQL read views over the lake; tables made by SQL or whatif live only in the session."""
+    and SQL read views over the lake; tables made by SQL or whatif live only in the session.
+    macros_for: the only SQL this Warehouse will run (one-shot commands): only the macros it
+    needs are made; None makes them all."""
 
     def __init__(self, db: str | Path | None = None, *, read_only: bool = False,
-                 udfs_for: str | None = None, safe: bool = False, lake: str | Path | None = None,
-                 workers: int | None = None, scheduler: str | None = None):
+                 udfs_for: str | None = None, safe: bool = False, macros_for: str | None = None,
+                 lake: str | Path | None = None, workers: int | None = None, scheduler: str | None = None):
         if lake is not None and db is not None:
             raise CtdaError("give a database file or a lake folder, not both")
         if lake is None and (workers is not None or scheduler is not None):
@@ -51,6 +56,7 @@ class Warehouse:
         self.read_only = read_only
         self.safe = safe
         self._udfs_for = udfs_for
+        self._macros_for = macros_for
         self._con: duckdb.DuckDBPyConnection | None = None
         self._owns_connection = True
 
@@ -71,7 +77,8 @@ class Warehouse:
 
             self._con = open_lake(self.lake, for_sql=self._udfs_for, safe=self.safe)
         elif self._con is None:
-            self._con = connect(self.path, read_only=self.read_only, for_sql=self._udfs_for, safe=self.safe)
+            self._con = connect(self.path, read_only=self.read_only, for_sql=self._udfs_for, safe=self.safe,
+                                macros_for=self._macros_for)
         return self._con
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from . import __version__, cli_lake
 from .api import Warehouse
 from .cli_lake import add_lake_option, check_no_distribution_without_lake
 from .cli_whatif import add_parser as _add_whatif
-from .connection import resolve_db_path
+from .connection import resolve_db_path, sql_of_folders
 from .errors import CtdaError, first_line
 from .options import ANALYZE_OPTIONS, INGEST_OPTIONS, add_options
 from .output import DEFAULT_TABLE_ROWS, FORMATS, default_format, render, table_width, write_cursor
@@ -59,7 +59,8 @@ def cmd_ingest(args) -> int:
         return cli_lake.cmd_ingest(args, meta)
     db_path = resolve_db_path(args.db)
     with _new_database_removed_on_failure(db_path):
-        with Warehouse(db_path, udfs_for="") as wh:  # ingest calls no Python UDF
+        # ingest calls no Python UDF and only the macros of its own SQL
+        with Warehouse(db_path, udfs_for="", macros_for=sql_of_folders("ingest", "views")) as wh:
             result = wh.ingest(args.paths, run=args.run, meta=meta, replace=args.replace,
                                show_progress=not args.quiet)
     for line in result.loaded:
@@ -90,7 +91,9 @@ def cmd_analyze(args) -> int:
     check_no_distribution_without_lake(args)
     if args.lake is not None:
         return cli_lake.cmd_analyze(args, settings)
-    with Warehouse(resolve_db_path(args.db), udfs_for="") as wh:  # the engine calls no Python UDF
+    # the engine calls no Python UDF and only the macros of its own SQL
+    with Warehouse(resolve_db_path(args.db), udfs_for="",
+                   macros_for=sql_of_folders("analysis", "crossrank")) as wh:
         print(wh.analyze(run=args.run, method=args.method, window=args.window,
                          wait_gap_us=settings.wait_gap_us, split_starved=settings.split_starved,
                          show_progress=not args.quiet))
@@ -98,35 +101,38 @@ def cmd_analyze(args) -> int:
 
 
 def cmd_query(args) -> int:
-    from .dialect import transpile_query
-
     sql = sys.stdin.read() if args.sql == "-" else args.sql
     if not sql.strip():
         raise CtdaError("no SQL given")
-    sql = transpile_query(sql, args.dialect, resolve_db_path(args.db))
+    if args.dialect and args.dialect.lower() != "duckdb":  # sqlglot takes ~0.15 s to import
+        from .dialect import transpile_query
+
+        sql = transpile_query(sql, args.dialect, resolve_db_path(args.db))
     if args.explain_sql:
         print(sql)
         return 0
     if args.lake is not None:
         with closing(cli_lake.open_for(args, sql)) as con:
             return _print_result(con.execute(sql), args)
-    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=sql, safe=args.safe) as wh:
+    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=sql, safe=args.safe,
+                   macros_for=sql) as wh:
         return _print_result(wh.con.execute(sql), args)  # a cursor streams rows as they come
 
 
 def cmd_report(args) -> int:
-    from .reports import find_report, run_report
+    from .reports import find_report, report_sql_run, run_report
 
     folders = [Path(f) for f in args.reports or []]
     if args.list or not args.name:
-        with Warehouse(":memory:", udfs_for="") as wh:  # listing needs no database
+        with Warehouse(":memory:", udfs_for="", macros_for="") as wh:  # listing needs no database
             return _print_result(wh.reports(folders), args)
     report = find_report(args.name, folders)  # unknown names fail before the database opens
     given = parse_key_values(args.param, "--param")
     if args.lake is not None:
         with closing(cli_lake.open_for(args, report.sql)) as con:
             return _print_result(run_report(con, report, given), args)
-    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=report.sql, safe=args.safe) as wh:
+    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=report.sql, safe=args.safe,
+                   macros_for=report_sql_run(report)) as wh:
         return _print_result(run_report(wh.con, report, given), args)
 
 

@@ -5,9 +5,6 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 
 @contextmanager
 def progress_bar(label: str, total: int, visible: bool = True):
@@ -16,6 +13,10 @@ def progress_bar(label: str, total: int, visible: bool = True):
     if not (visible and sys.stderr.isatty()):
         yield lambda: None
         return
+    # rich costs ~0.05 s to import: only when a bar is drawn
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=total)

@@ -154,6 +154,14 @@ def run_report(con, report: Report, given: dict[str, object]):
     return con.execute(report.sql, values)
 
 
+def report_sql_run(report: Report) -> str:
+    """All the SQL run_report runs for `report` (the report and its run checks): a one-shot
+    connection makes only the macros this names."""
+    from . import sqlfiles
+
+    return f"{report.sql}\n{sqlfiles.load('reports/run_status.sql')}"
+
+
 def report_relation(con, report: Report, given: dict[str, object]):
     """The report as a DuckDB relation with bound parameters (.df(), .arrow(), .pl()), after
     the same run checks as run_report."""

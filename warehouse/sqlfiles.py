@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from importlib import resources
 
@@ -26,6 +27,33 @@ def execute(con: duckdb.DuckDBPyConnection, name: str) -> None:
     con.execute(load(name))
 
 
-def parameterized_statements(sql_text: str) -> list[tuple[str, set[str]]]:
-    """(statement, named parameters it uses) for each statement of a .sql file."""
-    return [(st.query, set(st.named_parameters)) for st in duckdb.extract_statements(sql_text)]
+_PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_COMMENT = re.compile(r"--[^\n]*")
+_CODE_LINE = re.compile(r"^\s*[^-\s]", re.MULTILINE)
+
+
+@lru_cache(maxsize=256)
+def parameterized_statements(sql_text: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """(statement, named parameters it uses) for each statement of a .sql file of ours.
+
+    Split by text, not by DuckDB's parser: extract_statements parsed the whole file only for
+    con.execute to parse each statement again, ~0.1 s of every `ctda-sql analyze` process.
+    Our stage files end each statement with `;` at the end of a code line and name
+    parameters as $name; tests/test_sql_files.py checks the split equals DuckDB's for every
+    file that runs through here."""
+    statements, current = [], []
+    for line in sql_text.splitlines(keepends=True):
+        current.append(line)
+        if line.rstrip().endswith(";") and not line.lstrip().startswith("--"):
+            statements.append("".join(current))
+            current = []
+    rest = "".join(current)
+    if _CODE_LINE.search(rest):
+        statements.append(rest)
+    return tuple((statement, frozenset(_PARAMETER.findall(_COMMENT.sub("", statement))))
+                 for statement in statements)
+
+
+def duckdb_statements(sql_text: str) -> list[tuple[str, frozenset[str]]]:
+    """parameterized_statements as DuckDB's parser splits them (the reference for tests)."""
+    return [(st.query, frozenset(st.named_parameters)) for st in duckdb.extract_statements(sql_text)]
