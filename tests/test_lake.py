@@ -396,3 +396,16 @@ def test_the_python_api_refuses_workers_without_a_lake(tmp_path):
 
     with pytest.raises(CtdaError, match="need lake"):
         Warehouse(tmp_path / "w.duckdb", workers=2)
+
+
+def test_a_second_writer_is_refused_while_one_holds_the_lake(lake_cli, tmp_path):
+    lake = tmp_path / "lake"
+    assert lake_cli("ingest", "-q", str(_two_rank_folder(tmp_path / "small")), "--lake", str(lake)).code == 0
+    before = sorted(str(p.relative_to(lake)) for p in lake.rglob("*"))
+    with lakemod.sole_writer(lake):  # as a running ingest or analyze holds it
+        for command in (("analyze", "-q"), ("ingest", "-q", "--replace", str(tmp_path / "small"))):
+            result = lake_cli(*command, "--lake", str(lake))
+            assert result.code == 1 and "another ingest or analyze is writing this lake" in result.err
+            assert len(result.err.strip().splitlines()) == 1
+    assert sorted(str(p.relative_to(lake)) for p in lake.rglob("*")) == before
+    assert lake_cli("analyze", "-q", "--lake", str(lake)).code == 0  # released

@@ -23,6 +23,8 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 
@@ -101,6 +103,27 @@ def new_staging_dir(lake: Path) -> Path:
     path = lake / TMP / uuid.uuid4().hex
     path.mkdir(parents=True)
     return path
+
+
+WRITER_LOCK = ".writer.lock"
+
+
+@contextmanager
+def sole_writer(lake: Path) -> Iterator[None]:
+    """Hold the lake's writer lock while the block runs: a second ingest or analyze on the same
+    lake would publish partitions under the first one and remove its staging files."""
+    import fcntl
+
+    with open(lake / WRITER_LOCK, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CtdaError(f"{lake}: another ingest or analyze is writing this lake; "
+                            "run this when it has finished") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def remove_stale_staging(lake: Path) -> None:

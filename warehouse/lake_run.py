@@ -114,7 +114,13 @@ def ingest_lake(client, lake_dir: str | Path, paths: list[str | Path], run: str 
     files = collect_files(paths)
     name = lake.check_run_name(run or default_run_name(paths))
     root.mkdir(parents=True, exist_ok=True)
-    lake.remove_stale_staging(root)
+    with lake.sole_writer(root):
+        return _ingest_locked(client, root, files, name, meta, replace, show_progress)
+
+
+def _ingest_locked(client, root: Path, files: list[Path], name: str, meta: dict | None, replace: bool,
+                   show_progress: bool) -> LakeIngestResult:
+    lake.remove_stale_staging(root)  # safe: no other writer holds the lake
     runs = lake.read_runs(root)
     by_sha = {t["file_sha256"]: t for t in existing_traces(root)}
 
@@ -194,14 +200,22 @@ def _drop_empty_runs(root: Path) -> None:
 
 def analyze_lake(client, lake_dir: str | Path, run: str | None = None, method: str = "all",
                  window: str | None = None, settings=None, show_progress: bool = True) -> str:
-    from .analyze import AnalysisSettings, resolve_methods
+    from .analyze import resolve_methods
 
     methods = resolve_methods(method)
     cross = "cross_rank" in methods
     # with cross_rank, ctda is built with it by one task per run (it needs ctda's paths)
     per_rank = [m for m in methods if m not in (("ctda", "cross_rank") if cross else ("cross_rank",))]
     root = lake.lake_path(lake_dir, must_exist=True)
-    lake.remove_stale_staging(root)
+    with lake.sole_writer(root):
+        return _analyze_locked(client, root, run, methods, per_rank, cross, window, settings, show_progress)
+
+
+def _analyze_locked(client, root: Path, run: str | None, methods: list[str], per_rank: list[str], cross: bool,
+                    window: str | None, settings, show_progress: bool) -> str:
+    from .analyze import AnalysisSettings
+
+    lake.remove_stale_staging(root)  # safe: no other writer holds the lake
     runs = lake.read_runs(root)
     chosen = [r for r in runs if run is None or r["name"] == run]
     if run is not None and not chosen:
