@@ -19,14 +19,16 @@ def main(argv: list[str] | None = None) -> int:
         with sigint_deferred():  # Ctrl-C inside DuckDB's import would end in an ImportError
             from warehouse.cli import main as cli_main
             from warehouse.transaction import interrupted_message
-
-            from .commands import help_text
     except KeyboardInterrupt:
         print("interrupted; the database is unchanged", file=sys.stderr)
         return 130
 
-    # `ctda-sql shell --help` lists the dot commands from the same registry as `.help`
-    _run_shell.help_text = help_text()
+    # `ctda-sql shell --help` lists the dot commands from the same registry as `.help`; other
+    # commands skip importing the shell (a report should open as fast as DuckDB allows)
+    if "shell" in (sys.argv[1:] if argv is None else argv):
+        from .commands import help_text
+
+        _run_shell.help_text = help_text()
     try:
         code = cli_main(argv, shell=_run_shell)
         _ignore_ctrl_c_from_now_on(argv)
