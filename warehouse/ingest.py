@@ -146,7 +146,7 @@ def _load_batch(con, parsed, name, meta, replace, show_progress) -> IngestResult
     with progress_bar("loading", len(to_load), visible) as advance:
         _insert_events(con, to_load, run_id)
         for trace in to_load:
-            _derive_trace(con, trace, run_id, result)
+            derive_trace(con, trace, run_id, result)
             advance()
     # leave no empty run behind: a new one whose files were all skipped, or one whose last
     # file --replace moved into this run
@@ -172,7 +172,9 @@ def _make_room_or_skip(con, trace: ParsedTrace, run_id: int, replace: bool, resu
     return True
 
 
-def _derive_trace(con, trace: ParsedTrace, run_id: int, result) -> None:
+def derive_trace(con, trace: ParsedTrace, run_id: int, result: IngestResult) -> None:
+    """After the trace's events are in: its threads, steps and traces row, and its lines
+    (loaded, odd-field warnings) in `result`. The lake's ingest tasks call it too."""
     for derived in ("ingest/threads.sql", "ingest/steps.sql"):
         con.execute(sqlfiles.load(derived), {"run_id": run_id, "rank": trace.rank})
     _insert_trace_row(con, trace, run_id)
@@ -292,17 +294,12 @@ def _insert_trace_row(con, trace: ParsedTrace, run_id: int) -> None:
     schema_version = meta.pop("schemaVersion", None)
     trace_name = meta.pop("traceName", None)
     world_size = info.get("world_size") if isinstance(info, dict) else None
-    con.execute(
-        "INSERT INTO traces (run_id, rank, source_path, file_sha256, file_bytes, world_size, event_count, "
-        "rank_source, time_resolution, ts_offset_us, schema_version, trace_name, distributed_info, "
-        "device_properties, metadata, ingested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            run_id, trace.rank, str(trace.path.resolve()), trace.sha256, trace.file_bytes,
-            world_size, trace.event_count, trace.rank_source, trace.time_resolution,
-            trace.ts_offset_us, None if schema_version is None else str(schema_version),
-            trace_name, _json_or_null(info), _json_or_null(devices), json.dumps(meta), _now(),
-        ],
-    )
+    con.execute(sqlfiles.load("ingest/trace_row.sql"), [
+        run_id, trace.rank, str(trace.path.resolve()), trace.sha256, trace.file_bytes,
+        world_size, trace.event_count, trace.rank_source, trace.time_resolution,
+        trace.ts_offset_us, None if schema_version is None else str(schema_version),
+        trace_name, _json_or_null(info), _json_or_null(devices), json.dumps(meta), _now(),
+    ])
 
 
 def _json_or_null(value) -> str | None:

@@ -22,18 +22,10 @@ import pyarrow.parquet as pq
 
 from . import lake, lake_tasks, sqlfiles
 from .errors import CtdaError
+from .ingest import IngestResult
 from .progress import progress_bar
 
 _SCHEDULER = re.compile(r"(tcp|tls|inproc|ws|wss)://[^\s/]+")
-
-
-@dataclass
-class LakeIngestResult:
-    run_name: str
-    run_id: int
-    loaded: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
 
 # ---- the cluster -------------------------------------------------------------------------------
@@ -107,7 +99,7 @@ def existing_traces(root: Path) -> list[dict]:
 
 
 def ingest_lake(client, lake_dir: str | Path, paths: list[str | Path], run: str | None = None,
-                meta: dict | None = None, replace: bool = False, show_progress: bool = True) -> LakeIngestResult:
+                meta: dict | None = None, replace: bool = False, show_progress: bool = True) -> IngestResult:
     from .ingest import collect_files, default_run_name
 
     root = lake.lake_path(lake_dir)
@@ -119,13 +111,13 @@ def ingest_lake(client, lake_dir: str | Path, paths: list[str | Path], run: str 
 
 
 def _ingest_locked(client, root: Path, files: list[Path], name: str, meta: dict | None, replace: bool,
-                   show_progress: bool) -> LakeIngestResult:
+                   show_progress: bool) -> IngestResult:
     lake.remove_stale_staging(root)  # safe: no other writer holds the lake
     runs = lake.read_runs(root)
     by_sha = {t["file_sha256"]: t for t in existing_traces(root)}
 
     hashes = client.gather(client.map(lake_tasks.file_sha256, [str(f) for f in files], pure=False))
-    result = LakeIngestResult(run_name=name, run_id=0)
+    result = IngestResult(run_name=name, run_id=0)
     to_load, moved = [], []
     for path, sha in zip(files, hashes):
         held = by_sha.get(sha)

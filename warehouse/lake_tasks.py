@@ -10,9 +10,7 @@ into one `error:` line.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,15 +19,12 @@ import pyarrow.parquet as pq
 
 from . import lake, sqlfiles
 from .errors import CtdaError
+from .ingest import IngestResult, derive_trace
 
 
 @dataclass
 class TaskFailure:
     message: str
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def file_sha256(path: str) -> str:
@@ -92,11 +87,8 @@ def write_ingest(parsed, lake_dir: str, run: dict, threads: int) -> dict | TaskF
         con.execute(sqlfiles.load("ingest/events.sql"), {"run_id": run_id, "origin_ts": Decimal(run["origin_ts"])})
         con.execute(f"SET threads = {max(1, int(threads))}")
         con.execute("DROP TABLE typed_events")
-        for derived in ("ingest/threads.sql", "ingest/steps.sql"):
-            con.execute(sqlfiles.load(derived), {"run_id": run_id, "rank": rank})
-        _insert_trace_row(con, parsed, run_id)
-        loaded = _loaded_line(con, parsed, run_id)
-        warnings = _odd_field_warnings(con, parsed, run_id)
+        lines = IngestResult(run_name=run["name"], run_id=run_id)
+        derive_trace(con, parsed, run_id, lines)  # threads, steps, the traces row, as ingest does
         staging = lake.stage_tables(con, root, lake.INGEST_TABLES, run["name"], run_id, rank)
         lake.drop_partitions(root, lake.ANALYSIS_TABLES + lake.CROSS_RANK_TABLES, run["name"], rank)
         lake.publish_staged(staging, root, lake.INGEST_TABLES, run["name"], rank)
@@ -104,45 +96,7 @@ def write_ingest(parsed, lake_dir: str, run: dict, threads: int) -> dict | TaskF
         return TaskFailure(str(exc))
     finally:
         con.close()
-    return {"rank": rank, "loaded": loaded, "warnings": warnings}
-
-
-def _insert_trace_row(con, trace, run_id: int) -> None:
-    meta = dict(trace.meta)
-    info = meta.pop("distributedInfo", None)
-    devices = meta.pop("deviceProperties", None)
-    schema_version = meta.pop("schemaVersion", None)
-    trace_name = meta.pop("traceName", None)
-    world_size = info.get("world_size") if isinstance(info, dict) else None
-    con.execute(sqlfiles.load("lake/trace_row.sql"), [
-        run_id, trace.rank, str(Path(trace.path).resolve()), trace.sha256, trace.file_bytes,
-        world_size, trace.event_count, trace.rank_source, trace.time_resolution,
-        trace.ts_offset_us, None if schema_version is None else str(schema_version),
-        trace_name, _json_or_null(info), _json_or_null(devices), json.dumps(meta), _now(),
-    ])
-
-
-def _json_or_null(value) -> str | None:
-    return None if value is None else json.dumps(value)
-
-
-def _loaded_line(con, trace, run_id: int) -> str:
-    steps = con.execute(
-        "SELECT count(*) FILTER (WHERE NOT whole_trace) FROM steps WHERE run_id = ? AND rank = ?",
-        [run_id, trace.rank]).fetchone()[0]
-    step_text = f"{steps} steps" if steps else "no ProfilerStep annotations (one whole-trace step)"
-    return (f"{Path(trace.path).name}: rank {trace.rank} (from {trace.rank_source}), "
-            f"{trace.event_count:,} events, {step_text}, {trace.time_resolution} timestamps")
-
-
-def _odd_field_warnings(con, trace, run_id: int) -> list[str]:
-    counts = con.execute(sqlfiles.load("ingest/odd_fields.sql"), {"run_id": run_id, "rank": trace.rank}).fetchone()
-    labels = ("complete events without dur", "string pid/tid lanes", "events without cat",
-              "flow ends without a start", "events with extra keys beyond the Kineto ones")
-    odd = [f"{n:,} {label}" for n, label in zip(counts, labels) if n]
-    if not odd:
-        return []
-    return [f"{Path(trace.path).name}: kept events with odd but recoverable fields: " + "; ".join(odd)]
+    return {"rank": rank, "loaded": lines.loaded[0], "warnings": lines.warnings}
 
 
 # ---- analyze ---------------------------------------------------------------------------------
