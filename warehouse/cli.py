@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from contextlib import closing, contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import duckdb
 
-from . import __version__, cli_lake
+from . import __version__
 from .api import Warehouse
 from .cli_lake import add_lake_option, check_no_distribution_without_lake
 from .cli_whatif import add_parser as _add_whatif
@@ -56,13 +56,14 @@ def cmd_ingest(args) -> int:
     meta = {k: meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
     check_no_distribution_without_lake(args)
     if args.lake is not None:
-        return cli_lake.cmd_ingest(args, meta)
-    db_path = resolve_db_path(args.db)
-    with _new_database_removed_on_failure(db_path):
-        # ingest calls no Python UDF and only the macros of its own SQL
-        with Warehouse(db_path, udfs_for="", macros_for=sql_of_folders("ingest", "views")) as wh:
-            result = wh.ingest(args.paths, run=args.run, meta=meta, replace=args.replace,
-                               show_progress=not args.quiet)
+        warehouse, cleanup = _lake(args), nullcontext()  # a lake publishes whole partitions only
+    else:  # ingest calls no Python UDF and only the macros of its own SQL
+        db_path = resolve_db_path(args.db)
+        warehouse = Warehouse(db_path, udfs_for="", macros_for=sql_of_folders("ingest", "views"))
+        cleanup = _new_database_removed_on_failure(db_path)
+    with cleanup, warehouse as wh:
+        result = wh.ingest(args.paths, run=args.run, meta=meta, replace=args.replace,
+                           show_progress=not args.quiet)
     for line in result.loaded:
         print(f"ingested {line}")
     for line in result.skipped + result.warnings:
@@ -90,10 +91,11 @@ def cmd_analyze(args) -> int:
     settings = analysis_settings(args)  # a bad option fails before the database opens
     check_no_distribution_without_lake(args)
     if args.lake is not None:
-        return cli_lake.cmd_analyze(args, settings)
-    # the engine calls no Python UDF and only the macros of its own SQL
-    with Warehouse(resolve_db_path(args.db), udfs_for="",
-                   macros_for=sql_of_folders("analysis", "crossrank")) as wh:
+        warehouse = _lake(args)
+    else:  # the engine calls no Python UDF and only the macros of its own SQL
+        warehouse = Warehouse(resolve_db_path(args.db), udfs_for="",
+                              macros_for=sql_of_folders("analysis", "crossrank"))
+    with warehouse as wh:
         print(wh.analyze(run=args.run, method=args.method, window=args.window,
                          wait_gap_us=settings.wait_gap_us, split_starved=settings.split_starved,
                          show_progress=not args.quiet))
@@ -111,11 +113,7 @@ def cmd_query(args) -> int:
     if args.explain_sql:
         print(sql)
         return 0
-    if args.lake is not None:
-        with closing(cli_lake.open_for(args, sql)) as con:
-            return _print_result(con.execute(sql), args)
-    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=sql, safe=args.safe,
-                   macros_for=sql) as wh:
+    with _reader(args, sql, macros_for=sql) as wh:
         return _print_result(wh.con.execute(sql), args)  # a cursor streams rows as they come
 
 
@@ -128,12 +126,22 @@ def cmd_report(args) -> int:
             return _print_result(wh.reports(folders), args)
     report = find_report(args.name, folders)  # unknown names fail before the database opens
     given = parse_key_values(args.param, "--param")
-    if args.lake is not None:
-        with closing(cli_lake.open_for(args, report.sql)) as con:
-            return _print_result(run_report(con, report, given), args)
-    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=report.sql, safe=args.safe,
-                   macros_for=report_sql_run(report)) as wh:
+    with _reader(args, report.sql, macros_for=report_sql_run(report)) as wh:
         return _print_result(run_report(wh.con, report, given), args)
+
+
+def _lake(args) -> Warehouse:
+    """The lake of `--lake`, its ingest and analyze run on the Dask cluster the options name."""
+    return Warehouse(lake=args.lake, workers=args.workers, scheduler=args.scheduler)
+
+
+def _reader(args, sql: str, macros_for: str) -> Warehouse:
+    """What query and report read: the lake's views, or the database opened read-only with
+    only the UDFs and macros `sql` names."""
+    if args.lake is not None:
+        return Warehouse(lake=args.lake, read_only=True, udfs_for=sql, safe=args.safe)
+    return Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=sql, safe=args.safe,
+                     macros_for=macros_for)
 
 
 def cmd_meta(args) -> int:
