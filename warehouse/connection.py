@@ -122,14 +122,18 @@ def _new_file_config(path: Path, read_only: bool) -> dict[str, str]:
     return {"storage_compatibility_version": STORAGE_VERSION}
 
 
-def lock_out_files(con: duckdb.DuckDBPyConnection, allowed: Path | None = None) -> None:
+def lock_out_files(con: duckdb.DuckDBPyConnection, allowed: Path | None = None,
+                   allowed_folder: Path | None = None) -> None:
     """No reading or writing of other files from SQL (COPY, EXPORT DATABASE, read_csv, ATTACH,
     INSTALL ...), and no SET can turn it back on: for warehouses shared with others.
 
-    allowed: the one database file a session may still attach (with its write-ahead log)."""
+    allowed: the one database file a session may still attach (with its write-ahead log).
+    allowed_folder: the one folder whose files SQL may still read (a Parquet lake)."""
     if allowed is not None:
         paths = [str(allowed), f"{allowed}.wal", f"{allowed}.wal.checkpoint"]
         con.execute("SET allowed_paths = ?", [paths])
+    if allowed_folder is not None:
+        con.execute("SET allowed_directories = ?", [[str(allowed_folder) + os.sep]])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
 
@@ -147,8 +151,8 @@ def _create_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     sqlfiles.execute(con, "schema.sql")
     _refuse_old_layout(con, path)
     _run_folder(con, "schema")
-    _describe_public_tables(con)
     con.execute("CREATE TABLE IF NOT EXISTS schema_version (fingerprint VARCHAR NOT NULL)")
+    _describe_public_tables(con)  # comments.sql describes schema_version too
     con.execute("DELETE FROM schema_version")
     con.execute("INSERT INTO schema_version VALUES (?)", [fingerprint])
     con.execute("COMMIT")
@@ -193,8 +197,6 @@ PUBLIC_TABLES = ("runs", "traces", "events", "steps", "threads",
 def _describe_public_tables(con: duckdb.DuckDBPyConnection) -> None:
     """COMMENT ON the public tables and columns, only when one lacks it (a new database, or
     one from before the comments): an open that changes nothing writes nothing."""
-    # a new database gets schema_version only after this; comments.sql describes it too
-    con.execute("CREATE TABLE IF NOT EXISTS schema_version (fingerprint VARCHAR NOT NULL)")
     if undescribed_columns(con):
         sqlfiles.execute(con, "comments.sql")
 

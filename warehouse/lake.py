@@ -305,7 +305,7 @@ def _replace_with_view(con, table: str, source: str) -> None:
 
 def open_lake(lake_dir: str | Path, for_sql: str | None = None, safe: bool = False) -> duckdb.DuckDBPyConnection:
     """An in-memory warehouse whose tables are views over the lake at `lake_dir`."""
-    from .connection import connect
+    from .connection import connect, lock_out_files
     from . import sqlfiles
 
     lake = lake_path(lake_dir, must_exist=True)
@@ -314,9 +314,7 @@ def open_lake(lake_dir: str | Path, for_sql: str | None = None, safe: bool = Fal
         attach_views(con, lake)
         sqlfiles.execute(con, "analysis/seed_phase_rules.sql")  # what analyze leaves in a database
         if safe:  # the lake's files stay readable, nothing else
-            con.execute("SET allowed_directories = ?", [[str(lake) + os.sep]])
-            con.execute("SET enable_external_access = false")
-            con.execute("SET lock_configuration = true")
+            lock_out_files(con, allowed_folder=lake)
     except BaseException:
         con.close()
         raise
