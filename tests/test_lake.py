@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from test_sql_files import training_trace
 from warehouse import lake as lakemod
-from warehouse.tracebuilder import TraceBuilder
 
 distributed = pytest.importorskip("distributed")
 
@@ -99,28 +99,10 @@ def _assert_same(lake_cli, db: Path, lake: Path) -> None:
         assert _csv(on_lake.out) == _csv(on_db.out), sql
 
 
-def training_trace(rank: int, world_size: int, slow: float = 0.0, shift: float = 0.0) -> TraceBuilder:
-    """tests/test_sql_files.py's two-step job, each step `shift` us later: ranks whose steps
-    end at the same time tie for "the rank that finished last", which the cross-rank engine
-    breaks arbitrarily (in a database too), so the job's ranks do not tie."""
-    builder = TraceBuilder(rank=rank, world_size=world_size)
-    main, autograd = builder.thread(100, "pt_main_thread"), builder.thread(200, "pt_autograd_0")
-    for number, start in ((1, 0.0 + shift), (2, 1000.0 + 2 * shift)):
-        builder.step(number, main, ts=start, dur=900 + slow)
-        builder.cpu_op(main, "aten::linear", ts=start + 10, dur=100)
-        builder.launch(main, ts=start + 20, dur=10, kernel="gemm_kernel", stream=7,
-                       kernel_ts=start + 40, kernel_dur=200 + slow)
-        builder.cpu_op(autograd, "autograd::engine::evaluate_function: AddmmBackward0", ts=start + 300, dur=200)
-        builder.launch(autograd, ts=start + 310, dur=10, kernel="gemm_backward", stream=7,
-                       kernel_ts=start + 330, kernel_dur=150)
-        builder.launch(main, ts=start + 520, dur=10, kernel="ncclKernel_AllReduce_RING_LL_Sum_float",
-                       stream=20, kernel_ts=start + 540, kernel_dur=100)
-        builder.runtime(main, "cudaDeviceSynchronize", ts=start + 600, dur=60)
-        builder.cpu_op(main, "Optimizer.step#SGD.step", ts=start + 700, dur=150)
-    return builder
-
-
 def _two_rank_folder(folder: Path) -> Path:
+    """Two ranks of test_sql_files' job, rank 1 slower and its steps 7 us later: ranks whose
+    steps end at the same time tie for "the rank that finished last", which the cross-rank
+    engine breaks arbitrarily (in a database too)."""
     folder.mkdir()
     for trace in (training_trace(0, 2), training_trace(1, 2, slow=50, shift=7)):
         trace.write(folder / f"rank{trace.rank}.json")

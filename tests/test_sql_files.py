@@ -68,11 +68,12 @@ def test_the_bundle_is_found():
 
 # ---- reports on a small warehouse -------------------------------------------------------
 
-def training_trace(rank: int, world_size: int, slow: float = 0.0) -> TraceBuilder:
-    """Two steps: forward on the main thread, backward on the autograd thread, a sync."""
+def training_trace(rank: int, world_size: int, slow: float = 0.0, shift: float = 0.0) -> TraceBuilder:
+    """Two steps: forward on the main thread, backward on the autograd thread, a sync; each
+    step starts `shift` us later (so ranks of a job need not end their steps together)."""
     builder = TraceBuilder(rank=rank, world_size=world_size)
     main, autograd = builder.thread(100, "pt_main_thread"), builder.thread(200, "pt_autograd_0")
-    for number, start in ((1, 0.0), (2, 1000.0)):
+    for number, start in ((1, 0.0 + shift), (2, 1000.0 + 2 * shift)):
         builder.step(number, main, ts=start, dur=900 + slow)
         builder.cpu_op(main, "aten::linear", ts=start + 10, dur=100)
         builder.launch(main, ts=start + 20, dur=10, kernel="gemm_kernel", stream=7,
