@@ -215,6 +215,13 @@ def test_bad_file_in_batch_writes_nothing(lake_cli, tmp_path):
     assert not (lake / "events").exists() and lakemod.read_runs(lake) == []
 
 
+def test_a_failed_first_ingest_leaves_no_lake_folder(lake_cli, tmp_path):
+    (tmp_path / "bad.json").write_text('{"traceEvents": [')
+    result = lake_cli("ingest", "-q", str(tmp_path / "bad.json"), "--lake", str(tmp_path / "lake"))
+    assert result.code == 1 and result.err.startswith("error: ")
+    assert not (tmp_path / "lake").exists()
+
+
 @pytest.mark.parametrize("args, message", [
     (("ingest", "x.json", "--workers", "2"), "--workers and --scheduler need --lake"),
     (("ingest", "PATH", "--lake", "LAKE", "--run", "a/b"), "cannot name a lake partition"),

@@ -12,8 +12,9 @@ import json
 import logging
 import os
 import re
+import shutil
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import datetime, timezone
 from decimal import ROUND_FLOOR, Decimal
 from pathlib import Path
@@ -105,9 +106,17 @@ def ingest_lake(client, lake_dir: str | Path, paths: list[str | Path], run: str 
     root = lake.lake_path(lake_dir)
     files = collect_files(paths)
     name = lake.check_run_name(run or default_run_name(paths))
+    created = not root.exists()
     root.mkdir(parents=True, exist_ok=True)
-    with lake.sole_writer(root):
-        return _ingest_locked(client, root, files, name, meta, replace, show_progress)
+    try:
+        with lake.sole_writer(root):
+            return _ingest_locked(client, root, files, name, meta, replace, show_progress)
+    except BaseException:
+        # a first ingest that loaded no rank leaves no lake folder behind (as a database file
+        # is removed); one that published ranks keeps them, so re-running resumes
+        if created and not existing_traces(root):
+            shutil.rmtree(root, ignore_errors=True)
+        raise
 
 
 def _ingest_locked(client, root: Path, files: list[Path], name: str, meta: dict | None, replace: bool,
