@@ -4,6 +4,8 @@ sql/comments.sql fails here."""
 
 from __future__ import annotations
 
+import pytest
+
 from warehouse.connection import PUBLIC_TABLES, connect, undescribed_columns
 from warehouse.experiments import load_experiments
 
@@ -76,3 +78,16 @@ def test_a_database_from_before_the_comments_gets_them_on_the_next_writable_open
         assert undescribed_columns(con) == []
     finally:
         con.close()
+
+
+def test_a_database_file_is_always_described_even_when_asked_for_a_scratch_one(tmp_path):
+    """Only the lake tasks' in-memory warehouses skip the comments; a file never does, since
+    its stored schema fingerprint would keep later opens from adding them."""
+    with pytest.raises(ValueError):
+        connect(tmp_path / "t.duckdb", scratch=True)
+    assert not (tmp_path / "t.duckdb").exists()
+    scratch = connect(":memory:", scratch=True)
+    try:
+        assert set(PUBLIC_TABLES) <= _tables(scratch)
+    finally:
+        scratch.close()

@@ -293,6 +293,18 @@ def _wait_for_workers(address: str, count: int) -> None:
                 raise
 
 
+def test_recorded_gloo_run_matches_the_database_across_ranks(lake_cli, tmp_path):
+    """The cross-rank task reads only the events the cross-rank stages use (sql/lake/
+    cross_rank_events.sql): on a recorded two-rank gloo run whose 16 collectives all match,
+    the lake's matching, offsets and cross-rank path equal the database's."""
+    db, lake = tmp_path / "w.duckdb", tmp_path / "lake"
+    _build_both(lake_cli, db, lake, [str(Path(__file__).parent / "data" / "gloo" / "straggler")])
+    _assert_same(lake_cli, db, lake)
+    matched = lake_cli("query", "SELECT count(*) FILTER (WHERE matched) FROM collective_instances",
+                       "-f", "csv", "--lake", str(lake))
+    assert matched.out.splitlines()[1] != "0"
+
+
 # ---- the shared traces (CTDA_TRACES) -----------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["two_ranks", "nccl.json.gz"])

@@ -34,12 +34,14 @@ class AnalysisSettings:
     starve_gap_us: float = 1.0
 
 
-def resolve_methods(method: str) -> list[str]:
+def resolve_methods(method: str | list[str]) -> list[str]:
+    """'all', one method's name, or a list of names (a lake task's share of the methods)."""
     if method == "all":
         return list(METHODS)
-    if method not in METHODS:
-        raise CtdaError(f"unknown method {method!r}; choose ctda, per_thread, cross_rank or all")
-    return [method]
+    for name in [method] if isinstance(method, str) else method:
+        if name not in METHODS:
+            raise CtdaError(f"unknown method {name!r}; choose ctda, per_thread, cross_rank or all")
+    return [method] if isinstance(method, str) else list(method)
 
 
 def _run_id(con, run: str | None) -> int | None:
@@ -72,7 +74,7 @@ def _label(statement: str) -> str:
 def analyze(
     con: duckdb.DuckDBPyConnection,
     run: str | None = None,
-    method: str = "all",
+    method: str | list[str] = "all",
     window_prefix: str | None = None,
     show_progress: bool = True,
     settings: AnalysisSettings = AnalysisSettings(),

@@ -155,21 +155,24 @@ def drop_partitions(lake: Path, tables: tuple[str, ...], run: str, rank: int) ->
 
 # ---- writing -------------------------------------------------------------------------------
 
-def stored_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
-    """The table's stored columns (not generated ones), in schema order."""
+def stored_columns(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> dict[str, list[str]]:
+    """Each table's stored columns (not generated ones), in schema order: one catalog query
+    for all of them (~7 ms each; a run's cross-rank task stages 6 tables for every rank)."""
     rows = con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
-        "AND table_name = ? AND is_generated = 'NEVER' ORDER BY ordinal_position", [table]).fetchall()
-    return [row[0] for row in rows]
+        "SELECT table_name, list(column_name ORDER BY ordinal_position) FROM information_schema.columns "
+        "WHERE table_schema = 'main' AND table_name IN (SELECT unnest(?)) AND is_generated = 'NEVER' "
+        "GROUP BY table_name", [list(tables)]).fetchall()
+    return dict(rows)
 
 
 def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def table_rows(con: duckdb.DuckDBPyConnection, table: str, run_id: int, rank: int) -> pa.Table:
-    """One (run, rank)'s rows of `table` without the rank column, sorted by SORT_KEYS."""
-    columns = [c for c in stored_columns(con, table) if c != "rank"]
+def table_rows(con: duckdb.DuckDBPyConnection, table: str, columns: list[str], run_id: int, rank: int) -> pa.Table:
+    """One (run, rank)'s rows of `table`'s stored `columns` without the rank column, sorted by
+    SORT_KEYS."""
+    columns = [c for c in columns if c != "rank"]
     order = ", ".join(_quoted(c) for c in SORT_KEYS[table]) or "1"
     sql = (f"SELECT {', '.join(_quoted(c) for c in columns)} FROM {_quoted(table)} "
            f"WHERE run_id = ? AND rank = ? ORDER BY {order}")
@@ -215,10 +218,11 @@ def write_parquet(rows: pa.Table, path: Path) -> None:
 def stage_tables(con, lake: Path, tables: tuple[str, ...], run: str, run_id: int, rank: int) -> Path:
     """Write the (run, rank) partitions of `tables` into one staging folder; returns it."""
     staging = new_staging_dir(lake)
+    columns = stored_columns(con, tables)
     for table in tables:
         folder = staging / table
         folder.mkdir()
-        write_parquet(table_rows(con, table, run_id, rank), folder / "part-0.parquet")
+        write_parquet(table_rows(con, table, columns[table], run_id, rank), folder / "part-0.parquet")
     return staging
 
 

@@ -202,11 +202,13 @@ def _drop_empty_runs(root: Path) -> None:
 def analyze_lake(client, lake_dir: str | Path, run: str | None = None, method: str = "all",
                  window: str | None = None, settings=None, show_progress: bool = True) -> str:
     from .analyze import resolve_methods
+    from .crossrank import METHOD, per_rank_methods
 
     methods = resolve_methods(method)
-    cross = "cross_rank" in methods
-    # with cross_rank, ctda is built with it by one task per run (it needs ctda's paths)
-    per_rank = [m for m in methods if m not in (("ctda", "cross_rank") if cross else ("cross_rank",))]
+    cross = METHOD in methods
+    # the per-rank engine (ctda included when cross_rank needs its paths) runs one task per
+    # rank; the cross-rank stages then run one task per run over those paths
+    per_rank = per_rank_methods(methods)
     root = lake.lake_path(lake_dir, must_exist=True)
     with lake.sole_writer(root):
         return _analyze_locked(client, root, run, methods, per_rank, cross, window, settings, show_progress)
@@ -234,8 +236,8 @@ def _analyze_locked(client, root: Path, run: str | None, methods: list[str], per
         _gather(futures, "analyzing ranks", show_progress)
     if cross:  # after the per-rank tasks, which write the same partitions
         ranks = {r["name"]: [rank for r2, rank in work if r2["name"] == r["name"]] for r in chosen}
-        futures = [client.submit(lake_tasks.analyze_run, str(root), r, ranks[r["name"]], window, settings_dict,
-                                 threads, pure=False) for r in chosen if ranks[r["name"]]]
+        futures = [client.submit(lake_tasks.cross_rank_run, str(root), r, ranks[r["name"]], threads, pure=False)
+                   for r in chosen if ranks[r["name"]]]
         for done in _gather(futures, "analyzing runs", show_progress):
             notes += [f"  {line}" for line in done["lines"]]
     con = lake.open_lake(root, for_sql="")
