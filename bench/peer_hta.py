@@ -1,7 +1,9 @@
 """Runs inside a peer venv (HTA or traceinsight): times TraceAnalysis load, and optionally
 critical_path_analysis of one step, of one trace folder; prints one JSON object.
 
-Usage: peer_hta.py TRACE_DIR [--critical-path RANK ANNOTATION INSTANCE] [--no-mp]
+Usage: peer_hta.py TRACE_DIR [--critical-path RANK ANNOTATION INSTANCE] [--every-step RANK ANNOTATION]
+  --every-step   critical_path_analysis of instance 0, 1, ... of ANNOTATION until one fails
+                 (past the last step): the path of every step, as `ctda-sql analyze` gives
 Kept free of ctda-sql imports: the peer venvs do not have it installed.
 """
 
@@ -52,8 +54,26 @@ def main(argv: list[str]) -> int:
         _graph, ok = analysis.critical_path_analysis(rank, annotation, instance)
         result["critical_path_s"] = time.perf_counter() - start
         result["critical_path_ok"] = bool(ok)
+    if "--every-step" in argv:
+        at = argv.index("--every-step")
+        rank, annotation = int(argv[at + 1]), argv[at + 2]
+        start = time.perf_counter()
+        result["steps"] = _every_step(analysis, rank, annotation)
+        result["every_step_s"] = time.perf_counter() - start
     print(json.dumps(result))
     return 0
+
+
+def _every_step(analysis, rank: int, annotation: str, most: int = 10_000) -> int:
+    """How many steps' paths HTA built, asking for instance 0, 1, ... until one fails."""
+    for instance in range(most):
+        try:
+            _graph, ok = analysis.critical_path_analysis(rank, annotation, instance)
+        except Exception:  # HTA raises or returns False past the last instance
+            return instance
+        if not ok:
+            return instance
+    return most
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import csv
 import gzip
 import io
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -303,6 +304,18 @@ def test_recorded_gloo_run_matches_the_database_across_ranks(lake_cli, tmp_path)
     matched = lake_cli("query", "SELECT count(*) FILTER (WHERE matched) FROM collective_instances",
                        "-f", "csv", "--lake", str(lake))
     assert matched.out.splitlines()[1] != "0"
+
+
+def test_the_engine_reads_no_event_column_the_lake_leaves_out():
+    """An analyze task does not load these event columns; an engine stage that starts reading
+    one must take it off the list, or the lake would analyse NULLs the database does not."""
+    from warehouse import sqlfiles
+    from warehouse.lake_tasks import ENGINE_UNREAD_EVENT_COLUMNS
+
+    for folder in ("analysis", "crossrank"):
+        for name in sqlfiles.names(folder):
+            words = set(re.findall(r"[a-z_]+", sqlfiles.load(f"{folder}/{name}").lower()))
+            assert not words & set(ENGINE_UNREAD_EVENT_COLUMNS), f"sql/{folder}/{name}"
 
 
 # ---- the shared traces (CTDA_TRACES) -----------------------------------------------------------

@@ -144,7 +144,7 @@ def _load_batch(con, parsed, name, meta, replace, show_progress) -> IngestResult
     to_load = [trace for trace in parsed if _make_room_or_skip(con, trace, run_id, replace, result)]
     visible = show_progress and len(parsed) > 1
     with progress_bar("loading", len(to_load), visible) as advance:
-        _insert_events(con, to_load, run_id)
+        insert_events(con, to_load, run_id)
         for trace in to_load:
             derive_trace(con, trace, run_id, result)
             advance()
@@ -241,7 +241,7 @@ def _now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
-def _insert_events(con, traces: list[ParsedTrace], run_id: int) -> None:
+def insert_events(con, traces: list[ParsedTrace], run_id: int) -> None:
     """All events of the batch in one single-threaded insert, so that only the last row group
     is partly filled: a parallel insert, or one insert per file, leaves partly filled row
     groups in between, and the next checkpoint's vacuum merges them by rewriting every row

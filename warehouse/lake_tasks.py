@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import lake, sqlfiles
 from .errors import CtdaError
-from .ingest import IngestResult, derive_trace
+from .ingest import IngestResult, derive_trace, insert_events
 
 
 @dataclass
@@ -79,14 +79,7 @@ def write_ingest(parsed, lake_dir: str, run: dict, threads: int) -> dict | TaskF
     try:
         run_id, rank = run["run_id"], parsed.rank
         _insert_run(con, run)
-        con.register("parsed_events", parsed.events)
-        con.execute(sqlfiles.load("lake/typed_events.sql"),
-                    {"rank": rank, "ts_scale": parsed.ts_scale, "ts_offset_us": parsed.ts_offset_us})
-        con.unregister("parsed_events")
-        con.execute("SET threads = 1")  # one ordered insert, as ingest does
-        con.execute(sqlfiles.load("ingest/events.sql"), {"run_id": run_id, "origin_ts": Decimal(run["origin_ts"])})
-        con.execute(f"SET threads = {max(1, int(threads))}")
-        con.execute("DROP TABLE typed_events")
+        insert_events(con, [parsed], run_id)  # ingest's own insert, straight from the parsed table
         lines = IngestResult(run_name=run["name"], run_id=run_id)
         derive_trace(con, parsed, run_id, lines)  # threads, steps, the traces row, as ingest does
         staging = lake.stage_tables(con, root, lake.INGEST_TABLES, run["name"], run_id, rank)
@@ -101,16 +94,26 @@ def write_ingest(parsed, lake_dir: str, run: dict, threads: int) -> dict | TaskF
 
 # ---- analyze ---------------------------------------------------------------------------------
 
-def load_rank(con, root: Path, run: dict, rank: int, tables: tuple[str, ...]) -> None:
+# Event columns the engine (sql/analysis, sql/crossrank) never reads: an analyze task leaves
+# them in their files, a third of the time it took to load a rank's events
+# (tests/test_lake.py::test_the_engine_reads_no_event_column_the_lake_leaves_out).
+ENGINE_UNREAD_EVENT_COLUMNS = ("extra", "ts_raw")
+
+
+def load_rank(con, root: Path, run: dict, rank: int, tables: tuple[str, ...],
+              unread_event_columns: tuple[str, ...] = ()) -> None:
     """The (run, rank) partitions of `tables` into the warehouse tables of `con`. DuckDB reads
     the Parquet itself: ~35% faster than through pyarrow tables on a 480k-event rank."""
     for table in tables:
         files = [str(f) for f in lake.partition_files(root, table, run["name"], rank)]
         if not files:
             continue
+        columns = "*"
+        if table == "events" and unread_event_columns:
+            columns = f"* EXCLUDE ({', '.join(unread_event_columns)})"
         order = " ORDER BY event_id" if table == "events" else ""  # the file order, as ingest keeps it
         # the files' own folders say run=/rank=: not columns of the warehouse tables
-        con.execute(f'INSERT INTO "{table}" BY NAME SELECT *, CAST($rank AS INTEGER) AS rank '
+        con.execute(f'INSERT INTO "{table}" BY NAME SELECT {columns}, CAST($rank AS INTEGER) AS rank '
                     f'FROM read_parquet($files, union_by_name = true, hive_partitioning = false){order}',
                     {"rank": rank, "files": files})
 
@@ -125,7 +128,7 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
     con = _warehouse(threads, "analysis crossrank")
     try:
         _insert_run(con, run)
-        load_rank(con, root, run, rank, lake.PARTITIONED)
+        load_rank(con, root, run, rank, lake.PARTITIONED, ENGINE_UNREAD_EVENT_COLUMNS)
         try:  # all of the rank's methods in one pass of the engine, as analyze does on a database
             analyze(con, run=run["name"], method=methods, window_prefix=window, show_progress=False,
                     settings=AnalysisSettings(**settings))

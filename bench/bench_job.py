@@ -1,0 +1,129 @@
+"""The whole job, side by side with HTA (issue 16): `ctda-sql ingest` and `ctda-sql analyze`
+of every step (CLI processes, interpreter start included) against HTA 0.5.0's load and
+critical_path_analysis of every step (in process, imports not counted), median of --runs.
+
+Targets: nccl, ns_resolution (shared traces) and a synthesized 216k-event GPU trace (nccl
+tiled by bench/synth.py: CPU threads, kernels, NCCL, flows). Beside each figure, the floors:
+  process floor   `python -c "import duckdb; duckdb.connect()"`: what any CLI command pays
+  parse floor     gunzip (isal) + a typed msgspec decode of the same bytes, in process
+
+Usage: python bench/bench_job.py [--runs 3] [--targets nccl ns_resolution ddp216k] [--no-peers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import fmt_s, hta_folder, median, peer_python, print_table, ratio, run_peer, traces_dir
+from synth import write_job
+
+BIN = Path(sys.executable).parent
+SYNTH_EVENTS = 216_000
+HTA = "HTA 0.5.0"
+
+
+def target_file(name: str, work: Path) -> Path:
+    """A shared trace by name, or `ddp216k`: nccl tiled to ~216k events (made once in work)."""
+    if name == "ddp216k":
+        made = work / "ddp216k" / "rank-0.json.gz"
+        if not made.exists():
+            write_job(traces_dir() / "nccl.json.gz", made.parent, ranks=1, events_per_rank=SYNTH_EVENTS)
+        return made
+    return traces_dir() / f"{name}.json.gz"
+
+
+def wall(command: list[str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed: {proc.stderr.strip()[-300:]}")
+    return elapsed
+
+
+def time_ours(trace: Path, work: Path) -> tuple[float, float]:
+    """(ingest s, analyze s) of a fresh database, each a whole CLI process."""
+    db = work / "job.duckdb"
+    for leftover in (db, Path(f"{db}.wal")):
+        leftover.unlink(missing_ok=True)
+    ingest_s = wall([str(BIN / "ctda-sql"), "--db", str(db), "ingest", "-q", str(trace)])
+    analyze_s = wall([str(BIN / "ctda-sql"), "--db", str(db), "analyze", "-q", "--method", "ctda"])
+    return ingest_s, analyze_s
+
+
+def process_floor() -> float:
+    return wall([sys.executable, "-c", "import duckdb; duckdb.connect().execute('SELECT 1').fetchall()"])
+
+
+def parse_floor(trace: Path) -> float:
+    """gunzip + a typed msgspec decode (a Struct per event, args left as raw bytes)."""
+    import msgspec
+    from isal import igzip
+
+    class Event(msgspec.Struct):
+        name: str = ""
+        ph: str = ""
+        ts: msgspec.Raw = msgspec.Raw(b"")
+        dur: msgspec.Raw = msgspec.Raw(b"")
+        pid: msgspec.Raw = msgspec.Raw(b"")
+        tid: msgspec.Raw = msgspec.Raw(b"")
+        cat: str = ""
+        args: msgspec.Raw = msgspec.Raw(b"")
+
+    class Trace(msgspec.Struct):
+        traceEvents: list[Event]
+
+    start = time.perf_counter()
+    msgspec.json.decode(igzip.decompress(trace.read_bytes()), type=Trace)
+    return time.perf_counter() - start
+
+
+def time_hta(trace: Path) -> dict:
+    python = peer_python(HTA)
+    if python is None:
+        return {}
+    with hta_folder([trace]) as folder:
+        return run_peer(python, folder, ["--every-step", "0", "ProfilerStep"])
+
+
+def measure(name: str, work: Path, runs: int, peers: bool) -> list:
+    trace = target_file(name, work)
+    time_ours(trace, work)  # warm-up: page cache, .pyc
+    ours = [time_ours(trace, work) for _ in range(runs)]
+    ingest_s, analyze_s = median([i for i, _ in ours]), median([a for _, a in ours])
+    hta = [time_hta(trace) for _ in range(runs)] if peers else []
+    load_s = median([h.get("load_s") for h in hta])
+    every_s = median([h.get("every_step_s") for h in hta])
+    steps = hta[0].get("steps") if hta else None
+    hta_job = load_s + every_s if load_s is not None and every_s is not None else None
+    floor_p = median([process_floor() for _ in range(runs)])
+    floor_parse = median([parse_floor(trace) for _ in range(runs)])
+    return [name, fmt_s(ingest_s), fmt_s(load_s), ratio(load_s, ingest_s),
+            fmt_s(ingest_s + analyze_s), fmt_s(hta_job), "-" if steps is None else steps,
+            ratio(hta_job, ingest_s + analyze_s), fmt_s(floor_p), fmt_s(floor_parse)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--targets", nargs="+", default=["nccl", "ns_resolution", "ddp216k"])
+    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--work-dir", type=Path, help="keep the synthesized trace here between runs")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ctda-bench-job-") as temp:
+        work = args.work_dir or Path(temp)
+        work.mkdir(parents=True, exist_ok=True)
+        rows = [measure(name, work, args.runs, not args.no_peers) for name in args.targets]
+    print(f"whole job, median of {args.runs} (ours: CLI processes; HTA: in process, imports not counted)")
+    print_table(["trace", "ingest s", "HTA load s", "ratio", "ingest+analyze s", "HTA load+every step s",
+                 "HTA steps", "ratio", "process floor s", "parse floor s"], rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
