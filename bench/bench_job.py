@@ -2,12 +2,12 @@
 of every step (CLI processes, interpreter start included) against HTA 0.5.0's load and
 critical_path_analysis of every step (in process, imports not counted), median of --runs.
 
-Targets: nccl, ns_resolution (shared traces) and a synthesized 216k-event GPU trace (nccl
+Targets: nccl, ns_resolution (shared traces) and a synthesized 202,713-event GPU trace (nccl
 tiled by bench/synth.py: CPU threads, kernels, NCCL, flows). Beside each figure, the floors:
   process floor   `python -c "import duckdb; duckdb.connect()"`: what any CLI command pays
   parse floor     gunzip (isal) + a typed msgspec decode of the same bytes, in process
 
-Usage: python bench/bench_job.py [--runs 3] [--targets nccl ns_resolution ddp216k] [--no-peers]
+Usage: python bench/bench_job.py [--runs 3] [--targets nccl ns_resolution nccl200k] [--no-peers]
 """
 
 from __future__ import annotations
@@ -19,18 +19,21 @@ import tempfile
 import time
 from pathlib import Path
 
+import msgspec
+from isal import igzip
+
 from common import fmt_s, hta_folder, median, peer_python, print_table, ratio, run_peer, traces_dir
 from synth import write_job
 
 BIN = Path(sys.executable).parent
-SYNTH_EVENTS = 216_000
+SYNTH_EVENTS = 216_000  # synth tiles whole copies of nccl: this asks for 202,713 events
 HTA = "HTA 0.5.0"
 
 
 def target_file(name: str, work: Path) -> Path:
-    """A shared trace by name, or `ddp216k`: nccl tiled to ~216k events (made once in work)."""
-    if name == "ddp216k":
-        made = work / "ddp216k" / "rank-0.json.gz"
+    """A shared trace by name, or `nccl200k`: nccl tiled to 202,713 events (made once in work)."""
+    if name == "nccl200k":
+        made = work / "nccl200k" / "rank-0.json.gz"
         if not made.exists():
             write_job(traces_dir() / "nccl.json.gz", made.parent, ranks=1, events_per_rank=SYNTH_EVENTS)
         return made
@@ -60,26 +63,27 @@ def process_floor() -> float:
     return wall([sys.executable, "-c", "import duckdb; duckdb.connect().execute('SELECT 1').fetchall()"])
 
 
+class _Event(msgspec.Struct):
+    """The fields a typed decode reads; args stays raw bytes."""
+
+    name: str = ""
+    ph: str = ""
+    ts: msgspec.Raw = msgspec.Raw(b"")
+    dur: msgspec.Raw = msgspec.Raw(b"")
+    pid: msgspec.Raw = msgspec.Raw(b"")
+    tid: msgspec.Raw = msgspec.Raw(b"")
+    cat: str = ""
+    args: msgspec.Raw = msgspec.Raw(b"")
+
+
+class _Trace(msgspec.Struct):
+    traceEvents: list[_Event]
+
+
 def parse_floor(trace: Path) -> float:
     """gunzip + a typed msgspec decode (a Struct per event, args left as raw bytes)."""
-    import msgspec
-    from isal import igzip
-
-    class Event(msgspec.Struct):
-        name: str = ""
-        ph: str = ""
-        ts: msgspec.Raw = msgspec.Raw(b"")
-        dur: msgspec.Raw = msgspec.Raw(b"")
-        pid: msgspec.Raw = msgspec.Raw(b"")
-        tid: msgspec.Raw = msgspec.Raw(b"")
-        cat: str = ""
-        args: msgspec.Raw = msgspec.Raw(b"")
-
-    class Trace(msgspec.Struct):
-        traceEvents: list[Event]
-
     start = time.perf_counter()
-    msgspec.json.decode(igzip.decompress(trace.read_bytes()), type=Trace)
+    msgspec.json.decode(igzip.decompress(trace.read_bytes()), type=_Trace)
     return time.perf_counter() - start
 
 
@@ -111,7 +115,7 @@ def measure(name: str, work: Path, runs: int, peers: bool) -> list:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--targets", nargs="+", default=["nccl", "ns_resolution", "ddp216k"])
+    parser.add_argument("--targets", nargs="+", default=["nccl", "ns_resolution", "nccl200k"])
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--work-dir", type=Path, help="keep the synthesized trace here between runs")
     args = parser.parse_args()

@@ -75,7 +75,7 @@ def write_ingest(parsed, lake_dir: str, run: dict, threads: int) -> dict | TaskF
     if isinstance(parsed, TaskFailure):
         return parsed
     root = Path(lake_dir)
-    con = _warehouse(threads, "ingest views lake")
+    con = _warehouse(threads, "ingest views")
     try:
         run_id, rank = run["run_id"], parsed.rank
         _insert_run(con, run)
@@ -161,7 +161,7 @@ def cross_rank_run(lake_dir: str, run: dict, ranks: list[int], threads: int) -> 
     from .transaction import transaction
 
     root = Path(lake_dir)
-    con = _warehouse(threads, "crossrank")
+    con = _warehouse(threads, "crossrank lake")
     try:
         _insert_run(con, run)
         for rank in ranks:
