@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_import_linter_contract_is_kept():
-    command = shutil.which("lint-imports")
+    # beside this interpreter first: a venv's python run without activating the venv
+    beside = Path(sys.executable).parent / "lint-imports"
+    command = str(beside) if beside.exists() else shutil.which("lint-imports")
     if command is None:
         pytest.skip("import-linter is not installed (pip install -e '.[test]')")
     result = subprocess.run([command, "--config", str(ROOT / "pyproject.toml")], cwd=ROOT,
