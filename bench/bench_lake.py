@@ -30,15 +30,18 @@ from synth import write_job
 BIN = Path(sys.executable).parent
 
 
-def _rss_kb(pid: int) -> int:
+def _memory_kb(pid: int) -> tuple[int, int]:
+    """(VmRSS, RssAnon) of a process in kB: RssAnon leaves out file pages mapped from disk
+    (the page cache can drop them), so it is what a worker must keep resident."""
+    found = {}
     try:
         with open(f"/proc/{pid}/status") as handle:
             for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
+                if line.startswith(("VmRSS:", "RssAnon:")):
+                    found[line.split(":")[0]] = int(line.split()[1])
     except OSError:
         pass
-    return 0
+    return found.get("VmRSS", 0), found.get("RssAnon", 0)
 
 
 def _children(pid: int) -> list[int]:
@@ -62,10 +65,11 @@ def _tree(pid: int) -> list[int]:
 
 
 class PeakRss:
-    """Peak RSS per process of the trees under `roots` (sampled every 50 ms)."""
+    """Peak RSS (and peak anonymous RSS, in `anon`) per process of the trees under `roots`,
+    sampled every 50 ms."""
 
     def __init__(self, roots: list[int]):
-        self.roots, self.peaks, self._stop = roots, {}, threading.Event()
+        self.roots, self.peaks, self.anon, self._stop = roots, {}, {}, threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -73,17 +77,20 @@ class PeakRss:
         while not self._stop.is_set():
             for root in self.roots:
                 for pid in _tree(root):
-                    self.peaks[pid] = max(self.peaks.get(pid, 0), _rss_kb(pid))
+                    rss, anon = _memory_kb(pid)
+                    self.peaks[pid] = max(self.peaks.get(pid, 0), rss)
+                    self.anon[pid] = max(self.anon.get(pid, 0), anon)
             time.sleep(0.05)
 
-    def stop(self) -> dict[int, int]:
+    def stop(self) -> tuple[dict[int, int], dict[int, int]]:
         self._stop.set()
         self._thread.join()
-        return self.peaks
+        return self.peaks, self.anon
 
 
-def timed_cli(args: list[str], watch: list[int] = ()) -> tuple[float, dict[int, int], int]:
-    """Wall seconds of `ctda-sql ARGS`, peak RSS (kB) per process of it and of `watch`."""
+def timed_cli(args: list[str], watch: list[int] = ()) -> tuple[float, tuple[dict, dict], int]:
+    """Wall seconds of `ctda-sql ARGS`, (peak RSS, peak anonymous RSS) in kB per process of it
+    and of `watch`."""
     start = time.perf_counter()
     process = subprocess.Popen([str(BIN / "ctda-sql"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     sampler = PeakRss([process.pid, *watch])
@@ -125,10 +132,12 @@ def run_lake(job: Path, lake: Path, extra: list[str], watch: list[int] = (), exc
     ingest_s, ingest_peaks, ingest_pid = timed_cli(["ingest", "-q", str(job), "--lake", str(lake), *extra], watch)
     analyze_s, analyze_peaks, analyze_pid = timed_cli(["analyze", "-q", "--lake", str(lake), "--method", "ctda", *extra], watch)
     clients = {ingest_pid, analyze_pid, *exclude}
+    (ingest_rss, ingest_anon), (analyze_rss, analyze_anon) = ingest_peaks, analyze_peaks
     return {
         "ingest_s": ingest_s, "analyze_s": analyze_s,
-        "worker_rss_mb": max(_worker_peak(ingest_peaks, clients), _worker_peak(analyze_peaks, clients)) / 1024,
-        "client_rss_mb": max(ingest_peaks.get(ingest_pid, 0), analyze_peaks.get(analyze_pid, 0)) / 1024,
+        "worker_rss_mb": max(_worker_peak(ingest_rss, clients), _worker_peak(analyze_rss, clients)) / 1024,
+        "worker_anon_mb": max(_worker_peak(ingest_anon, clients), _worker_peak(analyze_anon, clients)) / 1024,
+        "client_rss_mb": max(ingest_rss.get(ingest_pid, 0), analyze_rss.get(analyze_pid, 0)) / 1024,
         "lake_bytes": lake_bytes(lake), "ingest_tables_bytes": lake_bytes(lake, ("events", "steps", "threads", "traces")),
     }
 
@@ -159,7 +168,7 @@ def run_single_file(job: Path, db: Path) -> dict:
     ingest_s, ingest_peaks, _ = timed_cli(["--db", str(db), "ingest", "-q", str(job)])
     analyze_s, analyze_peaks, _ = timed_cli(["--db", str(db), "analyze", "-q", "--method", "ctda"])
     return {"ingest_s": ingest_s, "analyze_s": analyze_s, "db_bytes": db.stat().st_size,
-            "rss_mb": max(sum(ingest_peaks.values()), sum(analyze_peaks.values())) / 1024}
+            "rss_mb": max(sum(ingest_peaks[0].values()), sum(analyze_peaks[0].values())) / 1024}
 
 
 def main() -> int:
@@ -184,18 +193,19 @@ def main() -> int:
     for n in [int(x) for x in args.workers.split(",")]:
         results[n] = r = run_lake(job, work / f"lake{n}", ["--workers", str(n)])
         rows.append([f"lake, LocalCluster {n} worker(s)", f"{r['ingest_s']:.1f}", f"{r['analyze_s']:.1f}",
-                     f"{r['ingest_s'] + r['analyze_s']:.1f}", f"{r['worker_rss_mb']:.0f}", f"{r['client_rss_mb']:.0f}",
+                     f"{r['ingest_s'] + r['analyze_s']:.1f}", f"{r['worker_rss_mb']:.0f} ({r['worker_anon_mb']:.0f})",
+                     f"{r['client_rss_mb']:.0f}",
                      f"{r['lake_bytes'] / raw:.1%} ({r['ingest_tables_bytes'] / raw:.1%} ingested tables)"])
     ext = run_external(job, work / "lake-ext", 2, work / "dask.log")
     rows.append(["lake, external scheduler + 2 workers", f"{ext['ingest_s']:.1f}", f"{ext['analyze_s']:.1f}",
-                 f"{ext['ingest_s'] + ext['analyze_s']:.1f}", f"{ext['worker_rss_mb']:.0f}",
+                 f"{ext['ingest_s'] + ext['analyze_s']:.1f}", f"{ext['worker_rss_mb']:.0f} ({ext['worker_anon_mb']:.0f})",
                  f"{ext['client_rss_mb']:.0f}", f"{ext['lake_bytes'] / raw:.1%}"])
     if not args.no_single_file:
         single = run_single_file(job, work / "single.duckdb")
         rows.append(["single DuckDB file", f"{single['ingest_s']:.1f}", f"{single['analyze_s']:.1f}",
                      f"{single['ingest_s'] + single['analyze_s']:.1f}", "-", f"{single['rss_mb']:.0f} (tree)",
                      f"{single['db_bytes'] / raw:.1%}"])
-    print_table(["configuration", "ingest s", "analyze s", "total s", "peak RSS/worker MB", "client MB",
+    print_table(["configuration", "ingest s", "analyze s", "total s", "peak RSS (anon)/worker MB", "client MB",
                  "bytes / raw JSON"], rows)
     counts = sorted(results)
     if len(counts) >= 2:

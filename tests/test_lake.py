@@ -188,7 +188,7 @@ def test_failed_task_leaves_no_partial_partition_and_rerun_resumes(lake_cli, tmp
 
     monkeypatch.setattr(lakemod, "publish", dying_publish)
     run = [r for r in lakemod.read_runs(lake) if r["name"] == "small"][0]
-    parsed = lake_tasks.parse_file(str(folder / "rank1.json"), 1)
+    parsed = lake_tasks.parse_file(str(folder / "rank1.json"), 1, str(lake))
     with pytest.raises(KeyboardInterrupt):
         lake_tasks.write_ingest(parsed, str(lake), run, 1)
     monkeypatch.setattr(lakemod, "publish", real_publish)
@@ -214,6 +214,22 @@ def test_bad_file_in_batch_writes_nothing(lake_cli, tmp_path):
     assert result.code == 1
     assert result.err.startswith("error: ") and len(result.err.strip().splitlines()) == 1
     assert not (lake / "events").exists() and lakemod.read_runs(lake) == []
+    # the good files' parsed events, spilled for the write phase, are gone too
+    assert not (lake / "_tmp").exists() or not any((lake / "_tmp").iterdir())
+
+
+def test_parsed_events_wait_on_disk_and_are_gone_after_the_write(lake_cli, tmp_path):
+    """A parse task leaves its events memory-mapped from LAKE/_tmp (the batch's parsed tables
+    no longer have to fit in worker memory) and the write task removes them."""
+    from warehouse import lake_tasks
+
+    folder, lake = _two_rank_folder(tmp_path / "small"), tmp_path / "lake"
+    lake.mkdir()
+    spilled = lake_tasks.parse_file(str(folder / "rank0.json"), 1, str(lake))
+    assert (spilled.folder / "events.arrow").is_file() and spilled.folder.parent == lake / "_tmp"
+    assert spilled.parsed.events.num_rows > 0
+    assert lake_cli("ingest", "-q", str(folder), "--lake", str(lake)).code == 0
+    assert not (lake / "_tmp").exists() or not any((lake / "_tmp").iterdir())
 
 
 def test_a_failed_first_ingest_leaves_no_lake_folder(lake_cli, tmp_path):

@@ -140,22 +140,27 @@ def _ingest_locked(client, root: Path, files: list[Path], name: str, meta: dict 
 
     threads = _threads_per_task(client)
     visible = show_progress
-    parsed = client.map(lake_tasks.parse_file, [str(f) for f in to_load], threads=threads, pure=False)
-    summaries = _gather(client.map(lake_tasks.trace_summary, parsed, pure=False), "parsing", visible)
-    run_row = _run_row(runs, name, meta or {}, summaries)
-    _check_ranks(root, run_row, summaries, replace)
-    result.run_id = run_row["run_id"]
-    runs = [r for r in runs if r["name"] != name] + [run_row]
-    lake.write_runs(root, runs)  # the run id is taken before any partition is written
+    parsed = client.map(lake_tasks.parse_file, [str(f) for f in to_load], threads=threads, lake_dir=str(root),
+                        pure=False)
     try:
-        written = _gather(client.map(lake_tasks.write_ingest, parsed, lake_dir=str(root), run=run_row,
-                                     threads=threads, pure=False), "writing", visible)
-        for held in moved:
-            if (held["run"], held["rank"]) not in {(name, s["rank"]) for s in summaries}:
-                lake.drop_partitions(root, lake.PARTITIONED, held["run"], held["rank"])
+        summaries = _gather(client.map(lake_tasks.trace_summary, parsed, pure=False), "parsing", visible)
+        run_row = _run_row(runs, name, meta or {}, summaries)
+        _check_ranks(root, run_row, summaries, replace)
+        result.run_id = run_row["run_id"]
+        runs = [r for r in runs if r["name"] != name] + [run_row]
+        lake.write_runs(root, runs)  # the run id is taken before any partition is written
+        try:
+            written = _gather(client.map(lake_tasks.write_ingest, parsed, lake_dir=str(root), run=run_row,
+                                         threads=threads, pure=False), "writing", visible)
+            for held in moved:
+                if (held["run"], held["rank"]) not in {(name, s["rank"]) for s in summaries}:
+                    lake.drop_partitions(root, lake.PARTITIONED, held["run"], held["rank"])
+        finally:
+            _drop_empty_runs(root)
     finally:
         del parsed
-        _drop_empty_runs(root)
+        # the parsed events spilled under _tmp by tasks that did not write them (a failed batch)
+        lake.remove_stale_staging(root)
     for item in written:
         result.loaded.append(item["loaded"])
         result.warnings.extend(item["warnings"])
