@@ -38,10 +38,11 @@ def resolve_methods(method: str | list[str]) -> list[str]:
     """'all', one method's name, or a list of names (a lake task's share of the methods)."""
     if method == "all":
         return list(METHODS)
-    for name in [method] if isinstance(method, str) else method:
+    names = [method] if isinstance(method, str) else list(method)
+    for name in names:
         if name not in METHODS:
             raise CtdaError(f"unknown method {name!r}; choose ctda, per_thread, cross_rank or all")
-    return [method] if isinstance(method, str) else list(method)
+    return names
 
 
 def _run_id(con, run: str | None) -> int | None:

@@ -74,18 +74,18 @@ def trace_summary(spilled: SpilledTrace | TaskFailure) -> dict | TaskFailure:
 
 
 def discard_spilled(spilled: SpilledTrace | TaskFailure) -> None:
-    """The spilled events of a trace that will not be written (the batch stopped)."""
+    """Remove a trace's spilled events: its write task is over, whatever its outcome."""
     if isinstance(spilled, SpilledTrace):
         shutil.rmtree(spilled.folder, ignore_errors=True)
 
 
-def _warehouse(threads: int, runs: str):
-    """A scratch in-memory warehouse with only the macros that `runs` (the SQL folders the
-    task runs) names: all of them and the table comments cost ~0.3 s a task."""
+def _warehouse(threads: int, *sql_folders: str):
+    """A scratch in-memory warehouse with only the macros that the SQL of `sql_folders` (the
+    folders the task runs) names: all of them and the table comments cost ~0.3 s a task."""
     from .connection import connect, sql_of_folders
 
     # ingest and the engine call no Python UDF
-    con = connect(":memory:", for_sql="", macros_for=sql_of_folders(*runs.split()), scratch=True)
+    con = connect(":memory:", for_sql="", macros_for=sql_of_folders(*sql_folders), scratch=True)
     con.execute(f"SET threads = {max(1, int(threads))}")
     return con
 
@@ -102,7 +102,7 @@ def write_ingest(spilled: SpilledTrace | TaskFailure, lake_dir: str, run: dict, 
     if isinstance(spilled, TaskFailure):
         return spilled
     parsed, root = spilled.parsed, Path(lake_dir)
-    con = _warehouse(threads, "ingest views")
+    con = _warehouse(threads, "ingest", "views")
     try:
         run_id, rank = run["run_id"], parsed.rank
         _insert_run(con, run)
@@ -153,10 +153,11 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
     from .analyze import AnalysisSettings, analyze
 
     root = Path(lake_dir)
-    con = _warehouse(threads, "analysis crossrank")
+    con = _warehouse(threads, "analysis", "crossrank")
     try:
         _insert_run(con, run)
-        load_rank(con, root, run, rank, lake.PARTITIONED, ENGINE_UNREAD_EVENT_COLUMNS)
+        # not the cross-rank tables: the per-rank engine neither reads nor rewrites them
+        load_rank(con, root, run, rank, lake.INGEST_TABLES + lake.ANALYSIS_TABLES, ENGINE_UNREAD_EVENT_COLUMNS)
         try:  # all of the rank's methods in one pass of the engine, as analyze does on a database
             analyze(con, run=run["name"], method=methods, window_prefix=window, show_progress=False,
                     settings=AnalysisSettings(**settings))
@@ -189,7 +190,7 @@ def cross_rank_run(lake_dir: str, run: dict, ranks: list[int], threads: int) -> 
     from .transaction import transaction
 
     root = Path(lake_dir)
-    con = _warehouse(threads, "crossrank lake")
+    con = _warehouse(threads, "crossrank", "lake")
     try:
         _insert_run(con, run)
         for rank in ranks:
