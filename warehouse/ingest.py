@@ -24,7 +24,8 @@ from . import sqlfiles
 from .errors import BadTraceError, CtdaError
 from .experiments import check_meta_keys, refresh_run_meta
 from .progress import progress_bar
-from .traceio import ParsedTrace, check_regular_file, is_trace_file, read_trace, remove_abandoned_parse_folders
+from .traceio import (ParsedTrace, check_regular_file, is_trace_file, parse_folder, read_trace,
+                      remove_abandoned_parse_folders)
 from .transaction import transaction
 
 # Above this many input bytes a single file also gets a progress bar.
@@ -71,24 +72,33 @@ def default_run_name(paths: list[str | Path]) -> str:
     return name
 
 
-def parse_files(files: list[Path], show_progress: bool = True) -> list[ParsedTrace]:
-    """Parse every file, in parallel across cores when there are several."""
+def parse_files(files: list[Path], show_progress: bool = True, spill_folder: Path | None = None) -> list[ParsedTrace]:
+    """Parse every file, in parallel across cores when there are several. With a pool, each
+    worker spills its file's events into spill_folder and the insert maps them back one file
+    at a time (ParsedTrace.spill_events): no table is pickled, and none waits in memory."""
     remove_abandoned_parse_folders()
     total_bytes = sum(f.stat().st_size for f in files)
     visible = show_progress and (len(files) > 1 or total_bytes > _LARGE_INPUT_BYTES)
     cores = os.cpu_count() or 1
     workers = min(len(files), cores)
     with progress_bar("parsing", len(files), visible) as advance:
-        if workers <= 1 or _json_bytes_estimate(files) < _POOL_MIN_JSON_BYTES:
+        if workers <= 1 or spill_folder is None or _json_bytes_estimate(files) < _POOL_MIN_JSON_BYTES:
             return [_parse_one(f, advance) for f in files]
         # each worker's DuckDB gets its share of the cores, not all of them
         threads = max(1, cores // workers)
+        spill_files = [spill_folder / f"events-{index}.arrow" for index in range(len(files))]
         with ProcessPoolExecutor(max_workers=workers, initializer=_ignore_ctrl_c) as pool:
             parsed = []
-            for trace in pool.map(read_trace, files, [threads] * len(files)):
+            for trace in pool.map(_read_and_spill, files, [threads] * len(files), spill_files):
                 parsed.append(trace)
                 advance()
             return parsed
+
+
+def _read_and_spill(path: Path, threads: int, events_file: Path) -> ParsedTrace:
+    trace = read_trace(path, threads)
+    trace.spill_events(events_file)
+    return trace
 
 
 def _ignore_ctrl_c() -> None:
@@ -117,13 +127,14 @@ def ingest(
 ) -> IngestResult:
     """Ingest `paths` as one run; all or nothing."""
     files = collect_files(paths)
-    parsed = parse_files(files, show_progress)
-    _check_batch(parsed)
-    name = run_name or default_run_name(paths)
-    with transaction(con):
-        check_meta_keys(con, meta or {})
-        result = _load_batch(con, parsed, name, meta or {}, replace, show_progress)
-        refresh_run_meta(con)  # new --meta keys become run_meta columns
+    with parse_folder() as spill_folder:  # removed with the events spilled into it
+        parsed = parse_files(files, show_progress, Path(spill_folder))
+        _check_batch(parsed)
+        name = run_name or default_run_name(paths)
+        with transaction(con):
+            check_meta_keys(con, meta or {})
+            result = _load_batch(con, parsed, name, meta or {}, replace, show_progress)
+            refresh_run_meta(con)  # new --meta keys become run_meta columns
     return result
 
 
@@ -242,23 +253,27 @@ def _now() -> datetime:
 
 
 def insert_events(con, traces: list[ParsedTrace], run_id: int) -> None:
-    """All events of the batch in one single-threaded insert, so that only the last row group
-    is partly filled: a parallel insert, or one insert per file, leaves partly filled row
-    groups in between, and the next checkpoint's vacuum merges them by rewriting every row
-    group behind them, which left ~40% of a 16-rank database file as free blocks."""
+    """Each file's events in a single-threaded insert of its own, file after file, each
+    file's events released once in. Single-threaded inserts in a row fill every row group
+    but the batch's last (a parallel insert leaves partly filled ones, and the next
+    checkpoint's vacuum merges them by rewriting every row group behind them: ~40% of a
+    16-rank database file was free blocks); releasing each file as it goes keeps one file's
+    events in memory at a time instead of the whole batch's."""
     if not traces:
         return
     origin = con.execute("SELECT origin_ts FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
-    views = [f"typed_events_{index}" for index in range(len(traces))]
-    for view, trace in zip(views, traces):
-        con.register(view, trace.events)
-    try:
-        with _single_thread(con):
-            con.execute(_batch_events_sql(traces, views), {"run_id": run_id, "origin_ts": origin})
-    finally:
-        for view in views:
-            with suppress(duckdb.Error):  # refused in an aborted transaction; its cause goes on
-                con.unregister(view)
+    with _single_thread(con):
+        for trace in traces:
+            _insert_file_events(con, trace, {"run_id": run_id, "origin_ts": origin})
+            trace.release_events()
+
+
+def _insert_file_events(con, trace: ParsedTrace, params: dict) -> None:
+    # DuckDB finds the table by this local name (a replacement scan) for this statement only;
+    # a registered view would hold it until the transaction ends, keeping every file's
+    # events mapped in memory until the whole batch is in
+    typed_events_of_file = trace.map_events()  # noqa: F841 (read by the SQL)
+    con.execute(_file_events_sql(trace), params)
 
 
 @contextmanager
@@ -272,15 +287,12 @@ def _single_thread(con):
             con.execute(f"SET threads = {int(threads)}")
 
 
-def _batch_events_sql(traces: list[ParsedTrace], views: list[str]) -> str:
-    """sql/ingest/events.sql over the UNION ALL of the files' typed events, each with its
-    rank and time scale and offset (exact decimal literals: they are parameters per file)."""
-    branches = " UNION ALL ".join(
-        f"SELECT {int(trace.rank)} AS rank, {_decimal_literal(trace.ts_scale)} AS ts_scale, "
-        f"{_decimal_literal(trace.ts_offset_us)} AS ts_offset_us, * FROM {view}"
-        for trace, view in zip(traces, views)
-    )
-    return sqlfiles.load("ingest/events.sql").replace("FROM typed_events", f"FROM ({branches})")
+def _file_events_sql(trace: ParsedTrace) -> str:
+    """sql/ingest/events.sql over one file's typed events with its rank and time scale and
+    offset (exact decimal literals: they are per file, and the rank an int)."""
+    source = (f"SELECT {int(trace.rank)} AS rank, {_decimal_literal(trace.ts_scale)} AS ts_scale, "
+              f"{_decimal_literal(trace.ts_offset_us)} AS ts_offset_us, * FROM typed_events_of_file")
+    return sqlfiles.load("ingest/events.sql").replace("FROM typed_events", f"FROM ({source})")
 
 
 def _decimal_literal(value: Decimal) -> str:

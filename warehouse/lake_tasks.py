@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-import pyarrow as pa
-
 from . import lake, sqlfiles
 from .errors import CtdaError
 from .ingest import IngestResult, derive_trace, insert_events
@@ -56,10 +54,8 @@ def parse_file(path: str, threads: int, lake_dir: str) -> SpilledTrace | TaskFai
     except CtdaError as exc:
         return TaskFailure(str(exc))
     folder = lake.new_staging_dir(Path(lake_dir))
-    events_file = str(folder / "events.arrow")
-    with pa.OSFile(events_file, "wb") as sink, pa.ipc.new_file(sink, parsed.events.schema) as writer:
-        writer.write_table(parsed.events)
-    parsed.events = pa.ipc.open_file(pa.memory_map(events_file)).read_all()
+    parsed.spill_events(folder / "events.arrow")
+    parsed.map_events()
     return SpilledTrace(parsed, folder)
 
 

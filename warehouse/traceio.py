@@ -54,8 +54,10 @@ class ParsedTrace:
     sha256: str
     file_bytes: int
     meta: dict
-    # one row per traceEvent, in file order, typed by sql/ingest/typed_events.sql
-    events: pa.Table
+    # one row per traceEvent, in file order, typed by sql/ingest/typed_events.sql; None while
+    # spilled to events_file (spill_events) and once inserted (release_events)
+    events: pa.Table | None
+    event_count: int
     rank: int
     rank_source: str
     time_resolution: str
@@ -63,10 +65,29 @@ class ParsedTrace:
     ts_offset_us: Decimal
     min_ts: Decimal | None
     warnings: list[str] = field(default_factory=list)
+    events_file: Path | None = None
 
-    @property
-    def event_count(self) -> int:
-        return self.events.num_rows
+    def spill_events(self, events_file: Path) -> None:
+        """Write the events to an Arrow IPC file and let go of them: a parse worker hands the
+        main process a path instead of pickling the table through a pipe, and a batch of many
+        ranks waits on disk, not in memory, for its insert (the run's origin, the earliest ts
+        of the batch, is known only once every file is parsed)."""
+        with pa.OSFile(str(events_file), "wb") as sink, pa.ipc.new_file(sink, self.events.schema) as writer:
+            writer.write_table(self.events)
+        self.events, self.events_file = None, events_file
+
+    def map_events(self) -> pa.Table:
+        """The events, memory-mapped from events_file if spilled: no copy, and the pages are
+        the page cache's to drop once the table is released."""
+        if self.events is None:
+            if self.events_file is None:
+                raise ValueError(f"{self.path}: events were released")
+            self.events = pa.ipc.open_file(pa.memory_map(str(self.events_file))).read_all()
+        return self.events
+
+    def release_events(self) -> None:
+        """Drop the events (and their mapping) once they are in a warehouse."""
+        self.events, self.events_file = None, None
 
 
 def check_regular_file(path: Path) -> None:
@@ -171,7 +192,7 @@ def _json_problem(text: bytes, exc: Exception) -> str:
 
 def _type_events(path: Path, con, events_json: bytes) -> pa.Table:
     """The events as typed columns, one DuckDB JSON parse per event (no Python per event)."""
-    with tempfile.TemporaryDirectory(prefix=f"{_PARSE_FOLDER_PREFIX}{os.getpid()}-") as folder:
+    with parse_folder() as folder:
         events_file = Path(folder) / "events.json"
         events_file.write_bytes(events_json)
         sql = sqlfiles.load("ingest/typed_events.sql")
@@ -183,6 +204,12 @@ def _type_events(path: Path, con, events_json: bytes) -> pa.Table:
             _decode_events(path, events_json)  # raises the precise message when it can
             raise BadTraceError(path, f"traceEvents could not be read ({exc})") from None
     return _in_file_order(events)
+
+
+def parse_folder() -> tempfile.TemporaryDirectory:
+    """A temporary folder owned by this process, for parse files that must outlive one call
+    (spilled events); remove_abandoned_parse_folders clears it if the process is killed."""
+    return tempfile.TemporaryDirectory(prefix=f"{_PARSE_FOLDER_PREFIX}{os.getpid()}-")
 
 
 def remove_abandoned_parse_folders() -> list[Path]:
@@ -294,7 +321,7 @@ def _describe(path, compressed, meta, events, time_info) -> ParsedTrace:
     offset = Decimal(int(base_ns)) / 1000 if isinstance(base_ns, (int, float)) else Decimal(0)
     return ParsedTrace(
         path=path, sha256=hashlib.sha256(compressed).hexdigest(), file_bytes=len(compressed),
-        meta=meta, events=events, rank=rank, rank_source=rank_source,
+        meta=meta, events=events, event_count=events.num_rows, rank=rank, rank_source=rank_source,
         time_resolution=resolution, ts_scale=scale, ts_offset_us=offset, min_ts=min_ts,
     )
 

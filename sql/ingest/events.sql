@@ -1,7 +1,7 @@
--- Rows of `events` for a batch of trace files, from their typed events: `typed_events` is
--- replaced by ingest.py with the UNION ALL of each file's Arrow table (made by
--- sql/ingest/typed_events.sql in the parse worker) plus its rank, ts_scale and ts_offset_us
--- columns. No JSON is parsed here. Parameters: run_id, origin_ts.
+-- Rows of `events` for one trace file, from its typed events: `typed_events` is replaced by
+-- ingest.py with the file's Arrow table (made by sql/ingest/typed_events.sql in the parse
+-- worker) plus its rank, ts_scale and ts_offset_us columns. No JSON is parsed here.
+-- Parameters: run_id, origin_ts.
 -- end_us is a generated column: named lists keep it out of the insert.
 INSERT INTO events (run_id, rank, event_id, name, cat, ph, ts_us, dur_us, pid, tid, stream,
                     correlation, external_id, ts_raw, args, extra)

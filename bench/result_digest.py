@@ -1,0 +1,105 @@
+"""Dump the engine's results on every shared trace and every recorded run, so that a speed
+change can be shown to change no result (issue 16: "the before/after diff of results is
+empty").
+
+Each trace (or folder of rank files) is ingested into its own database and analysed with
+`--method all`; the result tables are written as sorted CSV, floats rounded to 12
+significant digits (summed floats differ in their last bits between runs of the same code).
+Run it on the code before and after a change, then `diff -r BEFORE AFTER`.
+
+Usage: python bench/result_digest.py OUT_DIR [--code-dir CHECKOUT] [--only NAME ...]
+  --code-dir  run another checkout's code (e.g. `git worktree add /tmp/before HEAD~1`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common import REPO_DIR, traces_dir
+
+TABLES = {
+    "critical_path": "run_id, rank, step, method, seq",
+    "path_events": "run_id, rank, step, method, node_id, event_id",
+    "nodes": "run_id, rank, step, method, node_id",
+    "edges": "run_id, rank, step, method, src, dst, type",
+    "analysis_windows": "run_id, rank, step",
+    "collective_instances": "run_id, rank, pg, seq",
+    "cross_rank_segments": "run_id, step, hop",
+}
+
+
+def inputs() -> dict[str, Path]:
+    """Name -> trace file or rank folder: the shared traces and tests/data's recordings."""
+    found = {}
+    shared = traces_dir()
+    for path in sorted(shared.iterdir()):
+        if path.name.endswith(".json.gz") or (path.is_dir() and any(path.glob("*.json*"))):
+            found[path.name.removesuffix(".json.gz")] = path
+    data = REPO_DIR / "tests" / "data"
+    for path in sorted((data / "cuda").glob("*.json.gz")):
+        found[f"cuda-{path.name.removesuffix('.json.gz')}"] = path
+    for path in sorted((data / "gloo").iterdir()):
+        found[f"gloo-{path.name}"] = path
+    for path in sorted((data / "whatif").glob("*-r1.json.gz")):
+        found[f"whatif-{path.name.removesuffix('.json.gz')}"] = path
+    return found
+
+
+def rounded_select(con, table: str) -> str:
+    """SELECT * with DOUBLE columns rounded to 12 significant digits, in key order."""
+    columns = con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? "
+        "ORDER BY ordinal_position", [table]).fetchall()
+    shown = []
+    for name, data_type in columns:
+        quoted = f'"{name}"'
+        if data_type == "DOUBLE":
+            shown.append(f"CASE WHEN {quoted} = 0 OR NOT isfinite({quoted}) THEN {quoted} ELSE "
+                         f"round({quoted}, 11 - floor(log10(abs({quoted})))::INT) END AS {quoted}")
+        else:
+            shown.append(quoted)
+    return f"SELECT {', '.join(shown)} FROM {table} ORDER BY {TABLES[table]}, ALL"
+
+
+def dump(db: Path, out: Path) -> None:
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    out.mkdir(parents=True, exist_ok=True)
+    for table in TABLES:
+        con.sql(rounded_select(con, table)).write_csv(str(out / f"{table}.csv"))
+    con.close()
+
+
+def run_cli(code_dir: Path, *args: str) -> None:
+    env = dict(os.environ, PYTHONPATH=str(code_dir))
+    command = [sys.executable, "-c", "from ctda_shell.entry import main; main()", *args]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, cwd=code_dir)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(args)} failed: {proc.stderr.strip()[-400:]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--code-dir", type=Path, default=REPO_DIR)
+    parser.add_argument("--only", nargs="*", help="names of inputs to dump (default: all)")
+    args = parser.parse_args()
+    chosen = {k: v for k, v in inputs().items() if not args.only or k in args.only}
+    with tempfile.TemporaryDirectory() as work:
+        for name, path in chosen.items():
+            db = Path(work) / f"{name}.duckdb"
+            run_cli(args.code_dir.resolve(), "--db", str(db), "ingest", "-q", str(path), "--run", name)
+            run_cli(args.code_dir.resolve(), "--db", str(db), "analyze", "-q", "--method", "all")
+            dump(db, args.out_dir / name)
+            print(f"{name}: dumped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
