@@ -9,8 +9,13 @@ Targets (issue 6): ingest + analyze <= 60 s, peak RSS <= 4 GB, database <= 10% o
 JSON, every saved report < 1 s.
 
 Usage: python bench/bench_scale.py [--ranks 16] [--events 500000] [--job-dir DIR] [--keep]
+                                   [--code-dir DIR] [--no-reports]
   --job-dir DIR   reuse (or create) the synthesized job there instead of a temp folder
   --ranks 2 --events 100000   a quick, small version
+  --code-dir DIR  ingest and analyze with another checkout's code (a before/after pair:
+                  `git worktree add /tmp/before HEAD~1`, then one run with each)
+  --no-reports    only ingest and analyze (the quick before/after measurement)
+$CTDA_MEMORY_LIMIT is passed on to the commands (the default is the checkout's).
 """
 
 from __future__ import annotations
@@ -206,14 +211,17 @@ def main() -> int:
     add_job_arguments(parser)
     parser.add_argument("--keep", action="store_true", help="keep the database (printed path)")
     parser.add_argument("--no-cli-reports", action="store_true", help="skip the CLI wall time per report")
+    parser.add_argument("--no-reports", action="store_true", help="skip the saved reports altogether")
+    parser.add_argument("--code-dir", type=Path, help="run ingest and analyze with this checkout's code")
     args = parser.parse_args()
     job_dir, raw_bytes, events = prepare_job(args)
     work = Path(tempfile.mkdtemp(prefix="ctda-scale-db-"))
     db = work / "scale.duckdb"
-    ingest = run_measured(["ctda-sql", "ingest", "--db", str(db), "--quiet", "--run", SCALE_RUN, str(job_dir)])
-    analyze = run_measured(["ctda-sql", "analyze", "--db", str(db), "--quiet"])
+    cli = cli_command(args.code_dir)
+    ingest = run_measured([*cli, "ingest", "--db", str(db), "--quiet", "--run", SCALE_RUN, str(job_dir)])
+    analyze = run_measured([*cli, "analyze", "--db", str(db), "--quiet"])
     size = database_bytes(db)
-    reports = time_reports(db, cli=not args.no_cli_reports)
+    reports = [] if args.no_reports else time_reports(db, cli=not args.no_cli_reports)
     print_summary(args, events, raw_bytes, size, ingest, analyze, reports)
     print_storage(db, raw_bytes, gz_bytes(job_dir), events)
     if args.keep:
@@ -221,6 +229,14 @@ def main() -> int:
     else:
         db.unlink()
     return 0
+
+
+def cli_command(code_dir: Path | None) -> list[str]:
+    """`ctda-sql`, or the CLI of the checkout in code_dir (its packages first on the path)."""
+    if code_dir is None:
+        return ["ctda-sql"]
+    return ["env", f"PYTHONPATH={code_dir.resolve()}", sys.executable, "-c",
+            "from ctda_shell.entry import main; raise SystemExit(main())"]
 
 
 def print_summary(args, events, raw_bytes, size, ingest, analyze, reports) -> None:
@@ -239,6 +255,8 @@ def print_summary(args, events, raw_bytes, size, ingest, analyze, reports) -> No
     print(f"database: {size / 1e6:,.1f} MB = {share:.1%} of raw JSON "
           f"(target <= {TARGETS['db_share']:.0%}: {_verdict(share <= TARGETS['db_share'])})")
     print(f"analyze said: {analyze['stdout'][:300]}")
+    if not reports:
+        return
     print("\nsaved reports (query = in process, CLI = `ctda-sql report NAME` wall, interpreter start included)")
     report_rows = [[r["name"], fmt_s(r["query_s"]), fmt_s(r.get("cli_s")),
                     "-" if r["rows"] is None else r["rows"], r["error"] or ""] for r in reports]
