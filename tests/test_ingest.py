@@ -193,6 +193,18 @@ def test_a_batch_holds_one_files_events_in_memory_at_a_time(tmp_path, monkeypatc
         con.close()
 
 
+def test_no_room_to_stage_parsed_events_is_one_clear_error(tmp_path):
+    """A worker that cannot write its spill file (full or missing temp folder) raises the
+    user's error, not an OSError traceback."""
+    from warehouse.errors import CtdaError
+    from warehouse.traceio import read_trace
+
+    trace = read_trace(every_kind_trace(TraceBuilder(rank=0)).write(tmp_path / "rank-0.json"))
+    with pytest.raises(CtdaError, match="cannot stage its parsed events in .*set TMPDIR"):
+        trace.spill_events(tmp_path / "gone" / "events-0.arrow")
+    assert trace.events is not None  # nothing was let go
+
+
 # ---- ranks ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ import pyarrow as pa
 from isal import igzip
 
 from . import sqlfiles
-from .errors import BadTraceError
+from .errors import BadTraceError, CtdaError
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
@@ -72,8 +72,13 @@ class ParsedTrace:
         main process a path instead of pickling the table through a pipe, and a batch of many
         ranks waits on disk, not in memory, for its insert (the run's origin, the earliest ts
         of the batch, is known only once every file is parsed)."""
-        with pa.OSFile(str(events_file), "wb") as sink, pa.ipc.new_file(sink, self.events.schema) as writer:
-            writer.write_table(self.events)
+        try:
+            with pa.OSFile(str(events_file), "wb") as sink, pa.ipc.new_file(sink, self.events.schema) as writer:
+                writer.write_table(self.events)
+        except OSError as exc:  # a full or missing temp folder: the user's to fix, not a bug
+            events_file.unlink(missing_ok=True)
+            raise CtdaError(f"{self.path}: cannot stage its parsed events in {events_file.parent} "
+                            f"({exc}); free space there or set TMPDIR to a folder with room") from None
         self.events, self.events_file = None, events_file
 
     def map_events(self) -> pa.Table:
