@@ -209,3 +209,25 @@ def test_safe_shell_refuses_files_but_reads_the_warehouse(shared_warehouse, db_p
     finally:
         state.con.close()
     assert not (shared_warehouse / "runs.csv").exists()
+
+
+def test_a_safe_shell_still_ingests_and_analyzes(shared_warehouse, db_path):
+    """--safe keeps SQL away from files; loading traces is a dot command, not SQL. Ingest's
+    insert used to SET threads, which a --safe session's locked configuration refused."""
+    from ctda_shell.app import open_state
+    from ctda_shell.commands import run_dot_command
+
+    second = busy_trace(shared_warehouse / "second.json", steps=3, ops=5)
+    state = open_state(str(db_path), safe=True)
+    try:
+        with state.holding(write=True):
+            run_dot_command(state, f".ingest {second} --run second")
+            run_dot_command(state, ".analyze --run second")
+            counts = state.con.execute(
+                "SELECT (SELECT count(*) FROM events JOIN runs AS r USING (run_id) WHERE r.name = 'second'), "
+                "(SELECT count(*) FROM critical_path JOIN runs AS r USING (run_id) WHERE r.name = 'second')"
+            ).fetchone()
+    finally:
+        state.con.close()
+    assert counts[0] == len(json.loads(second.read_text())["traceEvents"])
+    assert counts[1] > 0

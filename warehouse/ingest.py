@@ -269,16 +269,33 @@ def insert_events(con, traces: list[ParsedTrace], run_id: int) -> None:
 
 
 def _insert_file_events(con, trace: ParsedTrace, params: dict) -> None:
-    # DuckDB finds the table by this local name (a replacement scan) for this statement only;
-    # a registered view would hold it until the transaction ends, keeping every file's
-    # events mapped in memory until the whole batch is in
-    typed_events_of_file = trace.map_events()  # noqa: F841 (read by the SQL)
-    con.execute(_file_events_sql(trace), params)
+    if _external_access(con):
+        # DuckDB finds the table by this local name (a replacement scan) for this statement
+        # only; a registered view would hold it until the transaction ends, keeping every
+        # file's events mapped in memory until the whole batch is in
+        typed_events_of_file = trace.map_events()  # noqa: F841 (read by the SQL)
+        con.execute(_file_events_sql(trace), params)
+        return
+    # a --safe session resolves no Python names: a view it is, held until the COMMIT
+    con.register("typed_events_of_file", trace.map_events())
+    try:
+        con.execute(_file_events_sql(trace), params)
+    finally:
+        with suppress(duckdb.Error):  # refused in an aborted transaction; its cause goes on
+            con.unregister("typed_events_of_file")
+
+
+def _external_access(con) -> bool:
+    return bool(con.execute("SELECT current_setting('enable_external_access')").fetchall()[0][0])
 
 
 @contextmanager
 def _single_thread(con):
-    threads = con.execute("SELECT current_setting('threads')").fetchall()[0][0]
+    threads, locked = con.execute(
+        "SELECT current_setting('threads'), current_setting('lock_configuration')").fetchall()[0]
+    if locked:  # a --safe session: its settings stay as they are (a parallel insert is correct,
+        yield   # its row groups only less full)
+        return
     con.execute("SET threads = 1")
     try:
         yield
