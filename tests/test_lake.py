@@ -11,6 +11,7 @@ import csv
 import gzip
 import io
 import os
+import pickle
 import re
 import socket
 import subprocess
@@ -219,15 +220,17 @@ def test_bad_file_in_batch_writes_nothing(lake_cli, tmp_path):
 
 
 def test_parsed_events_wait_on_disk_and_are_gone_after_the_write(lake_cli, tmp_path):
-    """A parse task leaves its events memory-mapped from LAKE/_tmp (the batch's parsed tables
-    no longer have to fit in worker memory) and the write task removes them."""
+    """A parse task leaves its events in LAKE/_tmp and returns only their path (the batch's
+    parsed tables no longer have to fit in worker memory, nor travel between workers); the
+    write task maps them for its insert and removes them."""
     from warehouse import lake_tasks
 
     folder, lake = _two_rank_folder(tmp_path / "small"), tmp_path / "lake"
     lake.mkdir()
     spilled = lake_tasks.parse_file(str(folder / "rank0.json"), 1, str(lake))
     assert (spilled.folder / "events.arrow").is_file() and spilled.folder.parent == lake / "_tmp"
-    assert spilled.parsed.events.num_rows > 0
+    assert spilled.parsed.events is None and len(pickle.dumps(spilled)) < 20_000
+    assert spilled.parsed.map_events().num_rows == spilled.parsed.event_count > 0
     assert lake_cli("ingest", "-q", str(folder), "--lake", str(lake)).code == 0
     assert not (lake / "_tmp").exists() or not any((lake / "_tmp").iterdir())
 

@@ -36,12 +36,13 @@ def file_sha256(path: str) -> str:
 @dataclass
 class SpilledTrace:
     """A parsed trace whose events wait for the write task in an Arrow file under the lake's
-    staging folder, memory-mapped: the write phase needs the whole batch parsed first (the
-    run's time origin is its earliest timestamp), and holding every parsed table in worker
-    memory took a worker to 2.7 GB for 64 ranks of 200k events. Mapped pages are the page
-    cache's to drop; the write task removes the folder."""
+    staging folder: the write phase needs the whole batch parsed first (the run's time origin
+    is its earliest timestamp), and holding every parsed table in worker memory took a worker
+    to 2.7 GB for 64 ranks of 200k events. The task's result holds only the file's path, so
+    Dask keeps or moves a few hundred bytes, and the write task, on whichever worker, maps the
+    file from the lake's shared folder for its insert and then removes the folder."""
 
-    parsed: object  # traceio.ParsedTrace, its events memory-mapped from `folder`
+    parsed: object  # traceio.ParsedTrace, its events in `folder` (parsed.events_file)
     folder: Path
 
 
@@ -55,7 +56,6 @@ def parse_file(path: str, threads: int, lake_dir: str) -> SpilledTrace | TaskFai
         return TaskFailure(str(exc))
     folder = lake.new_staging_dir(Path(lake_dir))
     parsed.spill_events(folder / "events.arrow")
-    parsed.map_events()
     return SpilledTrace(parsed, folder)
 
 
