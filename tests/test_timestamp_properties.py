@@ -91,3 +91,23 @@ def test_timestamps_of_1e19_and_above_are_refused(tmp_path):
             ingest(con, [trace], show_progress=False)
     finally:
         con.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(min_value=0, max_value=10**13), min_size=1, max_size=40),
+       st.sampled_from(["epoch_us", "epoch_ns"]))
+def test_ts_us_is_the_exact_time_since_the_origin_rounded_once(offsets_ns, base):
+    """ts_us is computed in exact decimals and rounded to a double once, whether the file
+    writes microseconds with nanosecond digits (scale 1) or integer nanoseconds (0.001)."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "dur": 1,
+               "ts": Decimal(offset) / 1000} for i, offset in enumerate(offsets_ns)]
+    with tempfile.TemporaryDirectory() as name:
+        con = connect(Path(name) / "ts.duckdb")
+        try:
+            ingest(con, [write_in_base(events, Path(name) / "t.json", base)], run_name="t", show_progress=False)
+            origin = con.execute("SELECT origin_ts FROM runs").fetchone()[0]
+            rows = con.execute("SELECT event_id, ts_us FROM events ORDER BY event_id").fetchall()
+        finally:
+            con.close()
+    expected = [float(EPOCH_US + Decimal(offset) / 1000 - origin) for offset in offsets_ns]
+    assert [ts_us for _, ts_us in rows] == expected

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import duckdb
 import msgspec
+import numpy as np
 import pyarrow as pa
 from isal import igzip
 
@@ -240,8 +241,7 @@ def _process_alive(pid: int) -> bool:
 
 def _in_file_order(events: pa.Table) -> pa.Table:
     """The query relies on DuckDB keeping scan order; sort only if it ever did not."""
-    expected = pa.array(range(events.num_rows), pa.int64())
-    if events["event_id"].combine_chunks().equals(expected):
+    if np.array_equal(events["event_id"].to_numpy(), np.arange(events.num_rows)):
         return events
     return events.sort_by("event_id")
 
@@ -344,12 +344,12 @@ def detect_rank(path: Path, meta: dict) -> tuple[int, str]:
 
 def _time_resolution(con) -> tuple[str, Decimal, Decimal | None]:
     """('ns' when values carry sub-microsecond digits or are epoch nanoseconds, scale, min ts)."""
-    low, fractional = con.execute(
-        "SELECT min(ts_raw) FILTER (WHERE NOT unset_ts), bool_or(ts_raw <> trunc(ts_raw)) FROM events"
-    ).fetchall()[0]
+    low = con.execute("SELECT min(ts_raw) FILTER (WHERE NOT unset_ts) FROM events").fetchall()[0][0]
     if low is None:
         return "us", Decimal(1), None
     if low > _NANOSECOND_TS_FLOOR:
         # whole nanoseconds written as integers: scale to microseconds
         return "ns", Decimal("0.001"), low  # min_ts stays raw: the run origin scales it
+    # the first fractional ts settles it (bool_or over every DECIMAL(38,6) cost 0.08 s a 480k file)
+    fractional = con.execute("SELECT 1 FROM events WHERE ts_raw <> trunc(ts_raw) LIMIT 1").fetchall()
     return ("ns" if fractional else "us"), Decimal(1), low
