@@ -22,21 +22,14 @@ from pathlib import Path
 
 from common import REPO_DIR, traces_dir
 
-TABLES = {
-    "critical_path": "run_id, rank, step, method, seq",
-    "path_events": "run_id, rank, step, method, node_id, event_id",
-    "nodes": "run_id, rank, step, method, node_id",
-    "edges": "run_id, rank, step, method, src, dst, type",
-    "analysis_windows": "run_id, rank, step",
-    "collective_instances": "run_id, rank, pg, seq",
-    "cross_rank_segments": "run_id, step, hop",
-}
+TABLES = ("critical_path", "path_events", "nodes", "edges", "analysis_windows",
+          "collective_instances", "cross_rank_segments")
 
 
 def inputs() -> dict[str, Path]:
     """Name -> trace file or rank folder: the shared traces and tests/data's recordings."""
     found = {}
-    shared = traces_dir()
+    shared = traces_dir().resolve()  # the CLI runs in the code's folder
     for path in sorted(shared.iterdir()):
         if path.name.endswith(".json.gz") or (path.is_dir() and any(path.glob("*.json*"))):
             found[path.name.removesuffix(".json.gz")] = path
@@ -63,7 +56,8 @@ def rounded_select(con, table: str) -> str:
                          f"round({quoted}, 11 - floor(log10(abs({quoted})))::INT) END AS {quoted}")
         else:
             shown.append(quoted)
-    return f"SELECT {', '.join(shown)} FROM {table} ORDER BY {TABLES[table]}, ALL"
+    # every column, in table order (keys first): rows with equal keys come out the same way
+    return f"SELECT {', '.join(shown)} FROM {table} ORDER BY ALL"
 
 
 def dump(db: Path, out: Path) -> None:
@@ -78,7 +72,7 @@ def dump(db: Path, out: Path) -> None:
 
 def run_cli(code_dir: Path, *args: str) -> None:
     env = dict(os.environ, PYTHONPATH=str(code_dir))
-    command = [sys.executable, "-c", "from ctda_shell.entry import main; main()", *args]
+    command = [sys.executable, "-c", "from ctda_shell.entry import main; raise SystemExit(main())", *args]
     proc = subprocess.run(command, env=env, capture_output=True, text=True, cwd=code_dir)
     if proc.returncode != 0:
         sys.exit(f"{' '.join(args)} failed: {proc.stderr.strip()[-400:]}")

@@ -6,10 +6,18 @@
 -- of one stream can overlap in a trace (clock skew, concurrent copy engines), and counting
 -- the union of their intervals, never the sum, keeps a node's counted time inside its window.
 
+-- The sweep runs once per counted window, not once per method: its result depends only on the
+-- node's events and its window, and the methods' paths share most nodes with the same window
+-- (ctda and per_thread part ways only where the threads hand over). It is the engine's
+-- costliest stage; cp_event_time hands each window's times back to every method holding it.
+CREATE OR REPLACE TEMP TABLE cp_counted_windows AS
+SELECT row_number() OVER () AS counted_window_id, *
+FROM (SELECT DISTINCT run_id, rank, step, node_id, counted_start_us, counted_end_us FROM cp_counted);
+
 CREATE OR REPLACE TEMP TABLE cp_path_members AS
-SELECT c.method, c.run_id, c.rank, c.step, c.node_id, c.kind, c.counted_start_us, c.counted_end_us,
+SELECT c.counted_window_id, c.counted_start_us, c.counted_end_us,
        m.event_id, m.name, m.cat, m.ts_us, m.end_us
-FROM cp_counted AS c
+FROM cp_counted_windows AS c
 JOIN cp_node_events AS m USING (run_id, rank, step, node_id);
 
 CREATE OR REPLACE TEMP TABLE cp_points AS
@@ -19,24 +27,24 @@ WITH members AS (
 ),
 marks AS (
     -- at one instant: ends before starts; an outer start before an inner one, an inner end first
-    SELECT method, run_id, rank, step, node_id, ts_us AS t, 1 AS delta, -end_us AS nesting_order, event_id
+    SELECT counted_window_id, ts_us AS t, 1 AS delta, -end_us AS nesting_order, event_id
     FROM members
     UNION ALL
-    SELECT method, run_id, rank, step, node_id, end_us, -1, -ts_us, event_id
+    SELECT counted_window_id, end_us, -1, -ts_us, event_id
     FROM members
     UNION ALL
-    SELECT DISTINCT method, run_id, rank, step, node_id, counted_start_us, 0, 0, NULL
-    FROM cp_path_members
+    SELECT counted_window_id, counted_start_us, 0, 0, NULL
+    FROM cp_counted_windows
     UNION ALL
-    SELECT DISTINCT method, run_id, rank, step, node_id, counted_end_us, 0, 0, NULL
-    FROM cp_path_members
+    SELECT counted_window_id, counted_end_us, 0, 0, NULL
+    FROM cp_counted_windows
 )
 SELECT *,
     row_number() OVER w AS ord,
     sum(delta) OVER (w ROWS UNBOUNDED PRECEDING) AS depth,
     lead(t) OVER w AS next_t
 FROM marks
-WINDOW w AS (PARTITION BY method, run_id, rank, step, node_id ORDER BY t, delta, nesting_order, event_id);
+WINDOW w AS (PARTITION BY counted_window_id ORDER BY t, delta, nesting_order, event_id);
 
 -- The owner of the segment after a point at depth d is the last event opened at depth d so
 -- far: a running last_value over the points of each depth, in sweep order (half the time of
@@ -45,27 +53,29 @@ CREATE OR REPLACE TEMP TABLE cp_segments AS
 WITH owned AS (
     SELECT *,
         last_value(CASE WHEN delta = 1 THEN event_id END IGNORE NULLS) OVER (
-            PARTITION BY method, run_id, rank, step, node_id, depth ORDER BY ord
+            PARTITION BY counted_window_id, depth ORDER BY ord
             ROWS UNBOUNDED PRECEDING) AS owner_event_id
     FROM cp_points
-),
-bounds AS (
-    SELECT DISTINCT method, run_id, rank, step, node_id, counted_start_us, counted_end_us
-    FROM cp_path_members
 )
-SELECT p.method, p.run_id, p.rank, p.step, p.node_id, p.owner_event_id AS event_id, p.next_t - p.t AS length_us
+SELECT p.counted_window_id, p.owner_event_id AS event_id, p.next_t - p.t AS length_us
 FROM owned AS p
-JOIN bounds AS b USING (method, run_id, rank, step, node_id)
+JOIN cp_counted_windows AS b USING (counted_window_id)
 WHERE p.depth > 0 AND p.next_t > p.t AND p.owner_event_id IS NOT NULL
   AND p.t >= b.counted_start_us AND p.next_t <= b.counted_end_us;
 
 CREATE OR REPLACE TEMP TABLE cp_event_time AS
 WITH swept_self AS (
-    SELECT method, run_id, rank, step, node_id, event_id, sum(length_us) AS self_us
+    SELECT counted_window_id, event_id, sum(length_us) AS self_us
     FROM cp_segments GROUP BY ALL
+),
+window_time AS (
+    SELECT m.counted_window_id, m.event_id, m.name, m.cat,
+           coalesce(s.self_us, 0) AS self_us,
+           greatest(0, least(m.end_us, m.counted_end_us) - greatest(m.ts_us, m.counted_start_us)) AS inclusive_us
+    FROM cp_path_members AS m
+    LEFT JOIN swept_self AS s USING (counted_window_id, event_id)
 )
-SELECT m.method, m.run_id, m.rank, m.step, m.node_id, m.event_id, m.name, m.cat,
-       coalesce(s.self_us, 0) AS self_us,
-       greatest(0, least(m.end_us, m.counted_end_us) - greatest(m.ts_us, m.counted_start_us)) AS inclusive_us
-FROM cp_path_members AS m
-LEFT JOIN swept_self AS s USING (method, run_id, rank, step, node_id, event_id);
+SELECT c.method, c.run_id, c.rank, c.step, c.node_id, t.event_id, t.name, t.cat, t.self_us, t.inclusive_us
+FROM cp_counted AS c
+JOIN cp_counted_windows AS w USING (run_id, rank, step, node_id, counted_start_us, counted_end_us)
+JOIN window_time AS t USING (counted_window_id);
