@@ -36,11 +36,23 @@ first_sync AS (
     SELECT run_id, rank, top_event_id, sync_start_us, sync_end_us
     FROM cp_syncs WHERE sync_seq = 1
 ),
+window_annotations AS (
+    -- each annotation under every window it touches, so that the containment join below pairs
+    -- a top-level event only with its own window's annotations: a range join over all of a
+    -- rank's annotations took half of this statement at paper scale
+    SELECT a.run_id, a.rank, w.step, a.name, a.ts_us, a.end_us
+    FROM cp_annotations AS a
+    JOIN cp_windows AS w
+        ON w.run_id = a.run_id AND w.rank = a.rank AND a.ts_us <= w.end_us AND a.end_us >= w.start_us
+),
 context AS (
-    SELECT t.run_id, t.rank, t.event_id, string_agg(a.name, '|' ORDER BY a.ts_us) AS annotations
+    SELECT t.run_id, t.rank, t.event_id,
+           array_to_string(list_transform(list_sort(list({'ts_us': a.ts_us, 'name': a.name})), lambda x: x.name), '|')
+               AS annotations
     FROM tops AS t
-    JOIN cp_annotations AS a
-        ON a.run_id = t.run_id AND a.rank = t.rank AND a.ts_us <= t.ts_us AND a.end_us >= t.end_us
+    JOIN window_annotations AS a
+        ON a.run_id = t.run_id AND a.rank = t.rank AND a.step = t.step
+       AND a.ts_us <= t.ts_us AND a.end_us >= t.end_us
     GROUP BY ALL
 )
 SELECT t.*, l.launch_stream, s.sync_start_us, s.sync_end_us, s.sync_end_us IS NOT NULL AS has_sync,
