@@ -19,9 +19,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO_DIR, traces_dir  # noqa: E402
+from common import REPO_DIR, checkout_cli, traces_dir  # noqa: E402
 
-CLI = "import sys; from ctda_shell.entry import main; sys.exit(main(sys.argv[1:]))"
 FLOOR = ("import sys, duckdb; con = duckdb.connect(sys.argv[1], read_only=True); "
          "con.execute('SELECT * FROM runs').fetchall()")
 
@@ -45,9 +44,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ctda-bench-open-") as folder:
         db = Path(folder) / "small.duckdb"
         env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
-        subprocess.run([sys.executable, "-c", CLI, "--db", str(db), "ingest", "-q", str(trace)],
+        subprocess.run([*checkout_cli(REPO_DIR), "--db", str(db), "ingest", "-q", str(trace)],
                        env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        subprocess.run([sys.executable, "-c", CLI, "--db", str(db), "analyze", "-q"],
+        subprocess.run([*checkout_cli(REPO_DIR), "--db", str(db), "analyze", "-q"],
                        env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         code_dirs = {"this checkout": REPO_DIR, **{str(d): Path(d).resolve() for d in args.code_dir}}
         commands = {
@@ -60,9 +59,8 @@ def main() -> None:
             "floor: python + duckdb connect + query": ([sys.executable, "-c", FLOOR, str(db)], env),
         }
         for label, code_dir in code_dirs.items():
-            code_env = {**os.environ, "PYTHONPATH": str(code_dir)}
             for name, cli_args in commands.items():
-                cases[f"{name} ({label})"] = ([sys.executable, "-c", CLI, "--db", str(db), *cli_args], code_env)
+                cases[f"{name} ({label})"] = ([*checkout_cli(code_dir), "--db", str(db), *cli_args], env)
         times: dict[str, list[float]] = {case: [] for case in cases}
         for _ in range(args.runs):  # interleaved, so load beside us hits every case alike
             for case, (argv, case_env) in cases.items():

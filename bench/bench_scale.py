@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import fmt_s, print_table, traces_dir
+from common import checkout_cli, fmt_s, print_table, traces_dir
 from synth import write_job
 
 SCALE_RUN = "scale"
@@ -232,11 +232,8 @@ def main() -> int:
 
 
 def cli_command(code_dir: Path | None) -> list[str]:
-    """`ctda-sql`, or the CLI of the checkout in code_dir (its packages first on the path)."""
-    if code_dir is None:
-        return ["ctda-sql"]
-    return ["env", f"PYTHONPATH={code_dir.resolve()}", sys.executable, "-c",
-            "from ctda_shell.entry import main; raise SystemExit(main())"]
+    """`ctda-sql`, or the CLI of the checkout in code_dir."""
+    return ["ctda-sql"] if code_dir is None else checkout_cli(code_dir)
 
 
 def print_summary(args, events, raw_bytes, size, ingest, analyze, reports) -> None:

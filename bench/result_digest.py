@@ -14,13 +14,12 @@ Usage: python bench/result_digest.py OUT_DIR [--code-dir CHECKOUT] [--only NAME 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from common import REPO_DIR, traces_dir
+from common import REPO_DIR, checkout_cli, traces_dir
 
 TABLES = ("critical_path", "path_events", "nodes", "edges", "analysis_windows",
           "collective_instances", "cross_rank_segments")
@@ -29,7 +28,7 @@ TABLES = ("critical_path", "path_events", "nodes", "edges", "analysis_windows",
 def inputs() -> dict[str, Path]:
     """Name -> trace file or rank folder: the shared traces and tests/data's recordings."""
     found = {}
-    shared = traces_dir().resolve()  # the CLI runs in the code's folder
+    shared = traces_dir().resolve()
     for path in sorted(shared.iterdir()):
         if path.name.endswith(".json.gz") or (path.is_dir() and any(path.glob("*.json*"))):
             found[path.name.removesuffix(".json.gz")] = path
@@ -71,9 +70,7 @@ def dump(db: Path, out: Path) -> None:
 
 
 def run_cli(code_dir: Path, *args: str) -> None:
-    env = dict(os.environ, PYTHONPATH=str(code_dir))
-    command = [sys.executable, "-c", "from ctda_shell.entry import main; raise SystemExit(main())", *args]
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, cwd=code_dir)
+    proc = subprocess.run([*checkout_cli(code_dir), *args], capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"{' '.join(args)} failed: {proc.stderr.strip()[-400:]}")
 
@@ -88,8 +85,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as work:
         for name, path in chosen.items():
             db = Path(work) / f"{name}.duckdb"
-            run_cli(args.code_dir.resolve(), "--db", str(db), "ingest", "-q", str(path), "--run", name)
-            run_cli(args.code_dir.resolve(), "--db", str(db), "analyze", "-q", "--method", "all")
+            run_cli(args.code_dir, "--db", str(db), "ingest", "-q", str(path), "--run", name)
+            run_cli(args.code_dir, "--db", str(db), "analyze", "-q", "--method", "all")
             dump(db, args.out_dir / name)
             print(f"{name}: dumped", flush=True)
     return 0
