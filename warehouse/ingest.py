@@ -262,14 +262,15 @@ def insert_events(con, traces: list[ParsedTrace], run_id: int) -> None:
     if not traces:
         return
     origin = con.execute("SELECT origin_ts FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
+    by_name = _external_access(con)
     with _single_thread(con):
         for trace in traces:
-            _insert_file_events(con, trace, {"run_id": run_id, "origin_ts": origin})
+            _insert_file_events(con, trace, {"run_id": run_id, "origin_ts": origin}, by_name)
             trace.release_events()
 
 
-def _insert_file_events(con, trace: ParsedTrace, params: dict) -> None:
-    if _external_access(con):
+def _insert_file_events(con, trace: ParsedTrace, params: dict, by_name: bool) -> None:
+    if by_name:
         # DuckDB finds the table by this local name (a replacement scan) for this statement
         # only; a registered view would hold it until the transaction ends, keeping every
         # file's events mapped in memory until the whole batch is in
@@ -286,6 +287,8 @@ def _insert_file_events(con, trace: ParsedTrace, params: dict) -> None:
 
 
 def _external_access(con) -> bool:
+    """Whether the session resolves Python names in SQL (a --safe one, without external
+    access, does not)."""
     return bool(con.execute("SELECT current_setting('enable_external_access')").fetchall()[0][0])
 
 
