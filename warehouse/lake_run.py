@@ -60,9 +60,13 @@ def dask_client(workers: int | None = None, scheduler: str | None = None):
         cluster.close()
 
 
-def _threads_per_task(client) -> int:
+def _threads_per_task(client, tasks: int | None = None) -> int:
+    """DuckDB threads for each of `tasks` tasks (default: as many as there are workers) that
+    run at once: the cores shared by the tasks that can run side by side. A run's lone
+    cross-rank task gets every core rather than one while the other workers idle."""
     workers = len(client.scheduler_info().get("workers", {})) or 1
-    return max(1, (os.cpu_count() or 1) // workers)
+    side_by_side = max(1, min(workers, tasks if tasks is not None else workers))
+    return max(1, (os.cpu_count() or 1) // side_by_side)
 
 
 def _gather(futures, label: str, visible: bool) -> list:
@@ -241,8 +245,10 @@ def _analyze_locked(client, root: Path, run: str | None, methods: list[str], per
         _gather(futures, "analyzing ranks", show_progress)
     if cross:  # after the per-rank tasks, which write the same partitions
         ranks = {r["name"]: [rank for r2, rank in work if r2["name"] == r["name"]] for r in chosen}
-        futures = [client.submit(lake_tasks.cross_rank_run, str(root), r, ranks[r["name"]], threads, pure=False)
-                   for r in chosen if ranks[r["name"]]]
+        runs_with_ranks = [r for r in chosen if ranks[r["name"]]]
+        run_threads = _threads_per_task(client, len(runs_with_ranks))
+        futures = [client.submit(lake_tasks.cross_rank_run, str(root), r, ranks[r["name"]], run_threads, pure=False)
+                   for r in runs_with_ranks]
         for done in _gather(futures, "analyzing runs", show_progress):
             notes += [f"  {line}" for line in done["lines"]]
     con = lake.open_lake(root, for_sql="")
