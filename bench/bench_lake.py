@@ -7,7 +7,12 @@ Reports per configuration: wall time of ingest and of analyze, peak RSS of the l
 worker process and of the client process (sampled from /proc), lake bytes vs raw JSON bytes.
 
 Usage: python bench/bench_lake.py [--ranks 64] [--events 200000] [--job-dir DIR] [--keep]
-                                  [--no-single-file] [--workers 1,2]
+                                  [--no-single-file] [--workers 1,2] [--method ctda]
+                                  [--no-external] [--code-dir CHECKOUT]
+
+--code-dir runs another checkout's CLI (a before/after pair); the LocalCluster's workers
+inherit its sys.path, while an external `dask worker` would import the installed package, so
+that configuration is skipped.
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ import threading
 import time
 from pathlib import Path
 
-from common import print_table, traces_dir
+from common import checkout_cli, print_table, traces_dir
 from synth import write_job
 
 BIN = Path(sys.executable).parent
+CLI = [str(BIN / "ctda-sql")]  # or another checkout's (--code-dir)
+METHOD = "ctda"
 
 
 def _memory_kb(pid: int) -> tuple[int, int]:
@@ -92,7 +99,7 @@ def timed_cli(args: list[str], watch: list[int] = ()) -> tuple[float, tuple[dict
     """Wall seconds of `ctda-sql ARGS`, (peak RSS, peak anonymous RSS) in kB per process of it
     and of `watch`."""
     start = time.perf_counter()
-    process = subprocess.Popen([str(BIN / "ctda-sql"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     sampler = PeakRss([process.pid, *watch])
     out, err = process.communicate()
     wall = time.perf_counter() - start
@@ -130,7 +137,7 @@ def _worker_peak(peaks: dict[int, int], exclude: set[int]) -> int:
 def run_lake(job: Path, lake: Path, extra: list[str], watch: list[int] = (), exclude: set[int] = ()) -> dict:
     shutil.rmtree(lake, ignore_errors=True)
     ingest_s, ingest_peaks, ingest_pid = timed_cli(["ingest", "-q", str(job), "--lake", str(lake), *extra], watch)
-    analyze_s, analyze_peaks, analyze_pid = timed_cli(["analyze", "-q", "--lake", str(lake), "--method", "ctda", *extra], watch)
+    analyze_s, analyze_peaks, analyze_pid = timed_cli(["analyze", "-q", "--lake", str(lake), "--method", METHOD, *extra], watch)
     clients = {ingest_pid, analyze_pid, *exclude}
     (ingest_rss, ingest_anon), (analyze_rss, analyze_anon) = ingest_peaks, analyze_peaks
     return {
@@ -166,7 +173,7 @@ def run_external(job: Path, lake: Path, workers: int, log: Path) -> dict:
 def run_single_file(job: Path, db: Path) -> dict:
     db.unlink(missing_ok=True)
     ingest_s, ingest_peaks, _ = timed_cli(["--db", str(db), "ingest", "-q", str(job)])
-    analyze_s, analyze_peaks, _ = timed_cli(["--db", str(db), "analyze", "-q", "--method", "ctda"])
+    analyze_s, analyze_peaks, _ = timed_cli(["--db", str(db), "analyze", "-q", "--method", METHOD])
     return {"ingest_s": ingest_s, "analyze_s": analyze_s, "db_bytes": db.stat().st_size,
             "rss_mb": max(sum(ingest_peaks[0].values()), sum(analyze_peaks[0].values())) / 1024}
 
@@ -179,7 +186,14 @@ def main() -> int:
     parser.add_argument("--workers", default="1,2", help="local worker counts to compare")
     parser.add_argument("--no-single-file", action="store_true")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--method", default="ctda", help="analyze --method (all adds the cross-rank task)")
+    parser.add_argument("--no-external", action="store_true", help="skip the external-cluster run")
+    parser.add_argument("--code-dir", type=Path, help="run this checkout's CLI instead of the installed one")
     args = parser.parse_args()
+    global CLI, METHOD
+    METHOD = args.method
+    if args.code_dir:
+        CLI = checkout_cli(args.code_dir)
     work = Path(tempfile.mkdtemp(prefix="bench-lake-"))
     job = args.job_dir or work / "job"
     if not (job.is_dir() and len(list(job.glob("*.json.gz"))) == args.ranks):
@@ -196,10 +210,12 @@ def main() -> int:
                      f"{r['ingest_s'] + r['analyze_s']:.1f}", f"{r['worker_rss_mb']:.0f} ({r['worker_anon_mb']:.0f})",
                      f"{r['client_rss_mb']:.0f}",
                      f"{r['lake_bytes'] / raw:.1%} ({r['ingest_tables_bytes'] / raw:.1%} ingested tables)"])
-    ext = run_external(job, work / "lake-ext", 2, work / "dask.log")
-    rows.append(["lake, external scheduler + 2 workers", f"{ext['ingest_s']:.1f}", f"{ext['analyze_s']:.1f}",
-                 f"{ext['ingest_s'] + ext['analyze_s']:.1f}", f"{ext['worker_rss_mb']:.0f} ({ext['worker_anon_mb']:.0f})",
-                 f"{ext['client_rss_mb']:.0f}", f"{ext['lake_bytes'] / raw:.1%}"])
+    if not (args.no_external or args.code_dir):
+        ext = run_external(job, work / "lake-ext", 2, work / "dask.log")
+        rows.append(["lake, external scheduler + 2 workers", f"{ext['ingest_s']:.1f}", f"{ext['analyze_s']:.1f}",
+                     f"{ext['ingest_s'] + ext['analyze_s']:.1f}",
+                     f"{ext['worker_rss_mb']:.0f} ({ext['worker_anon_mb']:.0f})",
+                     f"{ext['client_rss_mb']:.0f}", f"{ext['lake_bytes'] / raw:.1%}"])
     if not args.no_single_file:
         single = run_single_file(job, work / "single.duckdb")
         rows.append(["single DuckDB file", f"{single['ingest_s']:.1f}", f"{single['analyze_s']:.1f}",

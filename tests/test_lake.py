@@ -443,3 +443,42 @@ def test_a_second_writer_is_refused_while_one_holds_the_lake(lake_cli, tmp_path)
             assert len(result.err.strip().splitlines()) == 1
     assert sorted(str(p.relative_to(lake)) for p in lake.rglob("*")) == before
     assert lake_cli("analyze", "-q", "--lake", str(lake)).code == 0  # released
+
+
+def test_a_partition_of_many_row_groups_reads_back_exactly(tmp_path):
+    """Big partitions mix zstd levels per column (lake.compression_levels); every value must
+    still come back as written, strings, doubles and decimals alike."""
+    import decimal
+
+    import duckdb
+    import pyarrow as pa
+
+    rows = lakemod.ROW_GROUP_ROWS * 2 + 17
+    table = pa.table({
+        "event_id": pa.array(range(rows), pa.int64()),
+        "name": pa.array([f"aten::op_{i % 37}" for i in range(rows)]),
+        "ts_us": pa.array([i * 1.25 + 0.001 for i in range(rows)], pa.float64()),
+        "dur_us": pa.array([(i % 101) / 3 for i in range(rows)], pa.float64()),
+        "ts_raw": pa.array([decimal.Decimal(1712195495519689047 + i) / 1000 for i in range(rows)],
+                           pa.decimal128(38, 6)),
+        "args": pa.array([f'{{"External id": {i}, "Sequence number": {i * 7}}}' for i in range(rows)]),
+    })
+    assert isinstance(lakemod.compression_levels(table), dict)  # the mixed levels are what runs here
+    path = tmp_path / "part-0.parquet"
+    lakemod.write_parquet(table, path)
+    back = duckdb.connect().sql(f"SELECT * FROM read_parquet('{path}') ORDER BY event_id").to_arrow_table()
+    assert back.equals(table)
+
+
+def test_a_lone_task_gets_every_core():
+    """A run's cross-rank task runs alone once the per-rank tasks are done: its DuckDB gets all
+    the cores, not a worker's share, while tasks that run side by side share them."""
+    from warehouse.lake_run import _threads_per_task
+
+    class TwoWorkers:
+        def scheduler_info(self):
+            return {"workers": {"tcp://a": {}, "tcp://b": {}}}
+
+    cores = os.cpu_count() or 1
+    assert _threads_per_task(TwoWorkers(), 1) == cores
+    assert _threads_per_task(TwoWorkers(), 5) == _threads_per_task(TwoWorkers()) == max(1, cores // 2)
