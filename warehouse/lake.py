@@ -57,12 +57,13 @@ SORT_KEYS = {
 }
 ROW_GROUP_ROWS = 65_536
 ZSTD_LEVEL = 9
-# Columns whose level-9 zstd saved under 5% of their bytes over level 1 on a 480k-event rank
-# for twice the time or more (dur_us: 4% for 37 ms), and args, the dearest column to squeeze:
-# level 6 keeps 95% of level 9's saving at two thirds of its time. A rank's events partition
-# is then 2.4% larger for 20% less encoding time (0.58 -> 0.47 s; docs/scale-out.md).
-_FAST_ZSTD_COLUMNS = {"run_id", "dur_us", "correlation", "cat", "ph", "pid", "tid", "stream"}
-_ZSTD_LEVELS = {"args": 6}
+# zstd levels other than ZSTD_LEVEL, measured on a 480k-event rank: level 1 where level 9
+# saved under 5% of the column's bytes for twice the time or more (dur_us: 4% for 37 ms);
+# level 6 for args, the dearest column to squeeze, keeps 95% of level 9's saving at two thirds
+# of its time. A rank's events partition is then 2.4% larger for 20% less encoding time
+# (0.58 -> 0.47 s; docs/scale-out.md).
+_ZSTD_LEVELS = {"run_id": 1, "dur_us": 1, "correlation": 1, "cat": 1, "ph": 1, "pid": 1, "tid": 1,
+                "stream": 1, "args": 6}
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 _PARTITION = re.compile(r"rank=(-?\d+)")
 
@@ -222,13 +223,12 @@ def statistics_columns(schema: pa.Schema) -> list[str]:
 
 
 def compression_levels(rows: pa.Table) -> dict[str, int] | int:
-    """zstd level per column: ZSTD_LEVEL but where measured cheaper (_FAST_ZSTD_COLUMNS,
-    _ZSTD_LEVELS), in files of more than one row group; a smaller file takes milliseconds at
-    any level and keeps every byte level 9 saves (a small trace's lake is near 10% of it)."""
+    """zstd level per column: ZSTD_LEVEL but where _ZSTD_LEVELS measured cheaper, in files of
+    more than one row group; a smaller file takes milliseconds at any level and keeps every
+    byte level 9 saves (a small trace's lake is near 10% of it)."""
     if rows.num_rows <= ROW_GROUP_ROWS:
         return ZSTD_LEVEL
-    return {name: 1 if name in _FAST_ZSTD_COLUMNS else _ZSTD_LEVELS.get(name, ZSTD_LEVEL)
-            for name in rows.column_names}
+    return {name: _ZSTD_LEVELS.get(name, ZSTD_LEVEL) for name in rows.column_names}
 
 
 def write_parquet(rows: pa.Table, path: Path) -> None:
