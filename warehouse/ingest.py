@@ -12,20 +12,21 @@ import json
 import os
 import signal
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import ROUND_FLOOR, Decimal
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from . import sqlfiles
 from .errors import BadTraceError, CtdaError
 from .experiments import check_meta_keys, refresh_run_meta
 from .progress import progress_bar
-from .traceio import (ParsedTrace, check_regular_file, is_trace_file, parse_folder, read_trace,
-                      remove_abandoned_parse_folders)
+from .traceio import (DUCKDB_ROW_GROUP_ROWS, ParsedTrace, check_regular_file, in_row_group_batches, is_trace_file,
+                      parse_folder, read_trace, remove_abandoned_parse_folders)
 from .transaction import transaction
 
 # Above this many input bytes a single file also gets a progress bar.
@@ -253,31 +254,70 @@ def _now() -> datetime:
 
 
 def insert_events(con, traces: list[ParsedTrace], run_id: int) -> None:
-    """Each file's events in a single-threaded insert of its own, file after file, each
-    file's events released once in. Single-threaded inserts in a row fill every row group
-    but the batch's last (a parallel insert leaves partly filled ones, and the next
-    checkpoint's vacuum merges them by rewriting every row group behind them: ~40% of a
-    16-rank database file was free blocks); releasing each file as it goes keeps one file's
-    events in memory at a time instead of the whole batch's."""
+    """Each file's events in inserts of their own, file after file, each file's events
+    released once in (one file's events in memory at a time, not the whole batch's).
+
+    Every row group but the batch's last is filled, in file order: a file's whole row groups
+    go in on every thread (DuckDB's order-preserving parallel insert writes each Arrow batch
+    of DUCKDB_ROW_GROUP_ROWS rows as a row group of its own), the rows before them top up the
+    row group the previous file left part-filled, and the rows after them are left for the
+    next file to top up, both on one thread (a single-threaded insert appends to the last row
+    group). A part-filled row group per file would be rewritten by the next checkpoint's
+    vacuum, leaving free blocks: ~40% of a 16-rank database with one per thread."""
     if not traces:
         return
     origin = con.execute("SELECT origin_ts FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
-    by_name = _external_access(con)
-    with _single_thread(con):
+    params = {"run_id": run_id, "origin_ts": origin}
+    threads, locked = con.execute(
+        "SELECT current_setting('threads'), current_setting('lock_configuration')").fetchall()[0]
+    if locked or not _external_access(con):
+        # a --safe session: its settings stay as they are and it resolves no Python names, so
+        # each file is one insert through a view (correct; its row groups only less full)
         for trace in traces:
-            _insert_file_events(con, trace, {"run_id": run_id, "origin_ts": origin}, by_name)
+            _insert_registered(con, trace, params)
             trace.release_events()
-
-
-def _insert_file_events(con, trace: ParsedTrace, params: dict, by_name: bool) -> None:
-    if by_name:
-        # DuckDB finds the table by this local name (a replacement scan) for this statement
-        # only; a registered view would hold it until the transaction ends, keeping every
-        # file's events mapped in memory until the whole batch is in
-        typed_events_of_file = trace.map_events()  # noqa: F841 (read by the SQL)
-        con.execute(_file_events_sql(trace), params)
         return
-    # a --safe session resolves no Python names: a view it is, held until the COMMIT
+    appended = 0
+    try:
+        for trace in traces:
+            appended += _insert_file_events(con, trace, params, appended, int(threads))
+            trace.release_events()
+    finally:
+        with suppress(duckdb.Error):  # refused in an aborted transaction; its cause goes on
+            con.execute(f"SET threads = {int(threads)}")
+
+
+def _row_group_parts(events: pa.Table, appended: int) -> list[tuple[pa.Table, bool]]:
+    """One file's events as (rows, insert on every thread?) parts, in file order, for a
+    transaction that has appended `appended` rows so far: the rows that fill its part-filled
+    row group, the file's whole row groups after them, and what is left over."""
+    top_up = min(events.num_rows, -appended % DUCKDB_ROW_GROUP_ROWS)
+    rest = events.slice(top_up)
+    whole = rest.num_rows - rest.num_rows % DUCKDB_ROW_GROUP_ROWS
+    # no copy when top_up is 0: the worker's batches already are row groups
+    parts = [(events.slice(0, top_up), False), (in_row_group_batches(rest.slice(0, whole)), True),
+             (rest.slice(whole), False)]
+    return [(rows, parallel) for rows, parallel in parts if rows.num_rows]
+
+
+def _insert_file_events(con, trace: ParsedTrace, params: dict, appended: int, threads: int) -> int:
+    """Insert one file's events in its _row_group_parts; returns how many rows went in."""
+    events = trace.map_events()
+    for rows, parallel in _row_group_parts(events, appended):
+        con.execute(f"SET threads = {threads if parallel else 1}")
+        _insert_rows(con, trace, rows, params)
+    return events.num_rows
+
+
+def _insert_rows(con, trace: ParsedTrace, rows: pa.Table, params: dict) -> None:
+    # DuckDB finds the table by this local name (a replacement scan) for this statement only;
+    # a registered view would hold it until the transaction ends, keeping every file's
+    # events mapped in memory until the whole batch is in
+    typed_events_of_file = rows  # noqa: F841 (read by the SQL)
+    con.execute(_file_events_sql(trace), params)
+
+
+def _insert_registered(con, trace: ParsedTrace, params: dict) -> None:
     con.register("typed_events_of_file", trace.map_events())
     try:
         con.execute(_file_events_sql(trace), params)
@@ -290,21 +330,6 @@ def _external_access(con) -> bool:
     """Whether the session resolves Python names in SQL (a --safe one, without external
     access, does not)."""
     return bool(con.execute("SELECT current_setting('enable_external_access')").fetchall()[0][0])
-
-
-@contextmanager
-def _single_thread(con):
-    threads, locked = con.execute(
-        "SELECT current_setting('threads'), current_setting('lock_configuration')").fetchall()[0]
-    if locked:  # a --safe session: its settings stay as they are (a parallel insert is correct,
-        yield   # its row groups only less full)
-        return
-    con.execute("SET threads = 1")
-    try:
-        yield
-    finally:
-        with suppress(duckdb.Error):  # refused in an aborted transaction; its cause goes on
-            con.execute(f"SET threads = {int(threads)}")
 
 
 def _file_events_sql(trace: ParsedTrace) -> str:

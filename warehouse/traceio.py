@@ -40,6 +40,10 @@ _TS_LIMIT = 10**19
 _PARSE_FOLDER_PREFIX = "ctda-parse-"
 _PARSE_FOLDER_NAME = re.compile(re.escape(_PARSE_FOLDER_PREFIX) + r"(\d+)-")
 _TOO_DEEP = "JSON nested too deeply to read (thousands of levels)"
+# Rows in a DuckDB row group. Typed events leave the worker in Arrow batches of exactly this
+# many rows: a parallel insert then writes each batch as a full row group of its own, in order
+# (ingest.insert_events); unaligned batches leave part-filled row groups and free blocks.
+DUCKDB_ROW_GROUP_ROWS = 122_880
 
 
 class _EventHead(msgspec.Struct):
@@ -204,7 +208,8 @@ def _type_events(path: Path, con, events_json: memoryview) -> pa.Table:
         events_file.write_bytes(events_json)
         sql = sqlfiles.load("ingest/typed_events.sql")
         try:
-            events = con.sql(sql, params={"events_file": str(events_file)}).to_arrow_table()
+            events = con.sql(sql, params={"events_file": str(events_file)}).to_arrow_table(
+                batch_size=DUCKDB_ROW_GROUP_ROWS)
         except duckdb.InterruptException:
             raise  # Ctrl-C, not a bad file
         except duckdb.Error as exc:
@@ -244,7 +249,19 @@ def _in_file_order(events: pa.Table) -> pa.Table:
     """The query relies on DuckDB keeping scan order; sort only if it ever did not."""
     if np.array_equal(events["event_id"].to_numpy(), np.arange(events.num_rows)):
         return events
-    return events.sort_by("event_id")
+    return in_row_group_batches(events.sort_by("event_id"))
+
+
+def in_row_group_batches(table: pa.Table) -> pa.Table:
+    """`table` in batches of DUCKDB_ROW_GROUP_ROWS rows (the last one shorter); no copy when it
+    already is."""
+    sizes = [batch.num_rows for batch in table.to_batches()]
+    if all(size == DUCKDB_ROW_GROUP_ROWS for size in sizes[:-1]) and sizes[-1:] <= [DUCKDB_ROW_GROUP_ROWS]:
+        return table
+    return pa.Table.from_batches(
+        [batch for start in range(0, table.num_rows, DUCKDB_ROW_GROUP_ROWS)
+         for batch in table.slice(start, DUCKDB_ROW_GROUP_ROWS).combine_chunks().to_batches()],
+        schema=table.schema)
 
 
 def _check_events(path: Path, con, events_json: memoryview) -> None:
