@@ -193,6 +193,27 @@ def test_a_batch_holds_one_files_events_in_memory_at_a_time(tmp_path, monkeypatc
         con.close()
 
 
+def test_odd_but_recoverable_fields_are_kept_and_counted_in_one_warning(tmp_path, run_cli):
+    """Each oddity is counted once (by the parse worker), the events are kept, and the user
+    gets one warning line naming them."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "no_dur", "pid": 1, "tid": 1, "ts": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "string_pid", "pid": "proc", "tid": 1, "ts": 2, "dur": 1},
+        {"ph": "X", "name": "no_cat", "pid": 1, "tid": 1, "ts": 3, "dur": 1},
+        {"ph": "f", "cat": "ac2g", "name": "flow", "id": 7, "bp": "e", "pid": 1, "tid": 1, "ts": 4},
+        {"ph": "X", "cat": "cpu_op", "name": "custom_key", "pid": 1, "tid": 1, "ts": 5, "dur": 1, "custom": 3},
+        {"ph": "X", "cat": "cpu_op", "name": "plain", "pid": 1, "tid": 1, "ts": 6, "dur": 1},
+    ]
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    result = run_cli("ingest", str(path))
+    assert result.code == 0
+    assert ("odd.json: kept events with odd but recoverable fields: 1 complete events without dur; "
+            "1 string pid/tid lanes; 1 events without cat; 1 flow ends without a start; "
+            "1 events with extra keys beyond the Kineto ones") in result.err + result.out
+    assert run_cli("query", "SELECT count(*) AS n FROM events", "--format", "csv").out.split() == ["n", "6"]
+
+
 def _write_many_events(path: Path, count: int) -> None:
     """A one-thread trace of `count` back-to-back cpu ops (rows for several row groups)."""
     ops = ",".join(f'{{"ph":"X","cat":"cpu_op","name":"aten::op","pid":1,"tid":1,"ts":{index * 2},"dur":1}}'

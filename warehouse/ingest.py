@@ -191,7 +191,7 @@ def derive_trace(con, trace: ParsedTrace, run_id: int, result: IngestResult) -> 
         con.execute(sqlfiles.load(derived), {"run_id": run_id, "rank": trace.rank})
     _insert_trace_row(con, trace, run_id)
     result.loaded.append(_loaded_line(con, trace, run_id))
-    result.warnings.extend(_odd_field_warnings(con, trace, run_id))
+    result.warnings.extend(_odd_field_warnings(trace))
 
 
 def _make_room_for_rank(con, trace: ParsedTrace, run_id: int, replace: bool) -> None:
@@ -375,9 +375,8 @@ def _loaded_line(con, trace: ParsedTrace, run_id: int) -> str:
     )
 
 
-def _odd_field_warnings(con, trace: ParsedTrace, run_id: int) -> list[str]:
-    params = {"run_id": run_id, "rank": trace.rank}
-    counts = con.execute(sqlfiles.load("ingest/odd_fields.sql"), params).fetchone()
+def _odd_field_warnings(trace: ParsedTrace) -> list[str]:
+    counts = trace.odd_field_counts
     labels = ("complete events without dur", "string pid/tid lanes", "events without cat",
               "flow ends without a start", "events with extra keys beyond the Kineto ones")
     odd = [f"{n:,} {label}" for n, label in zip(counts, labels) if n]

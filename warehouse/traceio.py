@@ -16,7 +16,7 @@ import re
 import shutil
 import tempfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
@@ -69,7 +69,8 @@ class ParsedTrace:
     ts_scale: Decimal
     ts_offset_us: Decimal
     min_ts: Decimal | None
-    warnings: list[str] = field(default_factory=list)
+    # sql/ingest/odd_fields.sql: counts of recoverable oddities, for ingest's warning line
+    odd_field_counts: tuple[int, ...] = ()
     events_file: Path | None = None
 
     def spill_events(self, events_file: Path) -> None:
@@ -131,9 +132,10 @@ def read_trace(path: Path, duckdb_threads: int | None = None) -> ParsedTrace:
         con.register("events", events)
         _check_events(path, con, events_json)
         resolution, scale, min_ts = _time_resolution(con)
+        odd_field_counts = tuple(con.execute(sqlfiles.load("ingest/odd_fields.sql")).fetchone())
     finally:
         con.close()
-    return _describe(path, compressed, meta, events, (resolution, scale, min_ts))
+    return _describe(path, compressed, meta, events, (resolution, scale, min_ts), odd_field_counts)
 
 
 _TYPING_CONNECTIONS: dict[int, duckdb.DuckDBPyConnection] = {}
@@ -337,7 +339,7 @@ def _ts_out_of_range(event_id: int, text: str) -> str:
     return f"event {event_id} has a ts out of range ({shown}); timestamps must stay below 1e19"
 
 
-def _describe(path, compressed, meta, events, time_info) -> ParsedTrace:
+def _describe(path, compressed, meta, events, time_info, odd_field_counts) -> ParsedTrace:
     rank, rank_source = detect_rank(path, meta)
     resolution, scale, min_ts = time_info
     base_ns = meta.get("baseTimeNanoseconds")
@@ -346,6 +348,7 @@ def _describe(path, compressed, meta, events, time_info) -> ParsedTrace:
         path=path, sha256=hashlib.sha256(compressed).hexdigest(), file_bytes=len(compressed),
         meta=meta, events=events, event_count=events.num_rows, rank=rank, rank_source=rank_source,
         time_resolution=resolution, ts_scale=scale, ts_offset_us=offset, min_ts=min_ts,
+        odd_field_counts=odd_field_counts,
     )
 
 

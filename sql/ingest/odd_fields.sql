@@ -1,12 +1,13 @@
--- Counts of recoverable oddities in one ingested trace (reported as a warning).
+-- Counts of recoverable oddities in one trace file (reported as a warning), over its typed
+-- events (sql/ingest/typed_events.sql) in the parse worker: off the insert's one thread.
 WITH trace_events AS (
-    SELECT * FROM events WHERE run_id = $run_id AND rank = $rank
+    SELECT * FROM events
 ),
 flow_starts AS (
     SELECT DISTINCT cat, extra ->> 'id' AS flow_id FROM trace_events WHERE ph = 's'
 )
 SELECT
-    count(*) FILTER (WHERE e.ph = 'X' AND e.dur_us IS NULL),
+    count(*) FILTER (WHERE e.ph = 'X' AND e.dur_raw IS NULL),
     count(*) FILTER (WHERE e.ph <> 'M' AND (TRY_CAST(e.pid AS BIGINT) IS NULL OR TRY_CAST(e.tid AS BIGINT) IS NULL)),
     count(*) FILTER (WHERE e.cat IS NULL AND e.ph NOT IN ('M', 'i')),
     count(*) FILTER (WHERE e.ph = 'f' AND s.flow_id IS NULL),
