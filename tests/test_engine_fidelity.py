@@ -89,6 +89,27 @@ def test_several_syncs_in_one_op_each_wait_for_their_own_work(tmp_path):
     assert broken_invariants(con) == {}
 
 
+def test_a_launch_after_two_syncs_returning_at_once_belongs_to_the_later_ones_node(tmp_path):
+    """Two syncs return at the same microsecond (the second takes no time): the kernel launched
+    after them comes from the wait-return node that spans its launch, the later sync's."""
+    b = TraceBuilder(rank=0)
+    main = b.thread(100, "pt_main_thread")
+    b.step(1, main, 0, 3_000)
+    b.launch(main, 5, 5, "kernel_a", stream=7, kernel_ts=15, kernel_dur=1_000)
+    b.cpu_op(main, "my_op", 30, 2_900)
+    b.runtime(main, "cudaStreamSynchronize", 40, 980)
+    b.runtime(main, "cudaDeviceSynchronize", 1_020, 0)
+    b.launch(main, 1_030, 5, "kernel_b", stream=20, kernel_ts=1_040, kernel_dur=1_800)
+    con = analyzed(b, tmp_path)
+    launcher = con.execute(
+        "SELECT s.label, s.start_us, s.end_us FROM edges e "
+        "JOIN nodes d ON d.run_id = e.run_id AND d.step = e.step AND d.method = e.method AND d.node_id = e.dst "
+        "JOIN nodes s ON s.run_id = e.run_id AND s.step = e.step AND s.method = e.method AND s.node_id = e.src "
+        "WHERE e.method = 'ctda' AND e.type = 'call' AND d.label = 'kernel_b'").fetchall()
+    assert launcher == [("after cudaDeviceSynchronize", 1_020, 2_930)]
+    assert broken_invariants(con) == {}
+
+
 # ---- stream-to-stream hand-offs without cuda_sync events -------------------------------
 
 def handoff_trace(release_gap_us: float) -> TraceBuilder:

@@ -23,14 +23,25 @@ FROM cp_wait_returns;
 -- GPU ops launched from a CPU node of a window, in stream order with their gaps. An op
 -- launched after a sync returned belongs to that sync's wait-return node.
 CREATE OR REPLACE TEMP TABLE cp_gpu_in_window AS
-WITH attributed AS (
+WITH after_wait AS (
+    -- the last wait return of the op's top-level event that began at or before the launch
+    -- (of two beginning at once, the later sync's). An equality join: few ops share a
+    -- top-level event with a sync, and an ASOF join sorted every op with its columns (twice
+    -- this statement's time at paper scale)
+    SELECT g.run_id, g.rank, g.event_id, arg_max(r.cpu_node, (r.start_us, r.sync_event_id)) AS cpu_node
+    FROM cp_gpu_ops AS g
+    JOIN cp_wait_returns AS r
+        ON r.run_id = g.run_id AND r.rank = g.rank AND r.top_event_id = g.top_event_id
+       AND g.launch_start_us >= r.start_us
+    GROUP BY g.run_id, g.rank, g.event_id
+),
+attributed AS (
     SELECT g.*, n.step, coalesce(r.cpu_node, n.cpu_node) AS cpu_node, n.phase
     FROM cp_gpu_ops AS g
     LEFT JOIN cp_top_nodes AS n
         ON n.run_id = g.run_id AND n.rank = g.rank AND n.event_id = g.top_event_id
-    ASOF LEFT JOIN cp_wait_returns AS r
-        ON r.run_id = g.run_id AND r.rank = g.rank AND r.top_event_id = g.top_event_id
-       AND g.launch_start_us >= r.start_us
+    LEFT JOIN after_wait AS r
+        ON r.run_id = g.run_id AND r.rank = g.rank AND r.event_id = g.event_id
 )
 SELECT *,
        lag(end_us) OVER (PARTITION BY run_id, rank, stream ORDER BY ts_us, event_id) AS prev_end_on_stream
