@@ -337,8 +337,8 @@ def test_a_failure_inside_the_insert_names_its_own_cause(tmp_path, run_cli, db_p
     and hid the statement's own error."""
     import warehouse.ingest
 
-    monkeypatch.setattr(warehouse.ingest, "_file_events_sql",
-                        lambda trace: "SELECT error('the real cause' || $run_id || $origin_ts)")
+    monkeypatch.setattr(warehouse.ingest, "_events_sql",
+                        lambda: "SELECT error('the real cause' || $run_id || $origin_ts)")
     result = run_cli("ingest", str(good_trace(tmp_path / "new.json", shift=5)))
     assert_clean_failure(result.code, result.out, result.err, "the real cause")
     assert "aborted" not in result.err

@@ -165,12 +165,16 @@ def test_a_bad_rank_parsed_in_a_worker_leaves_no_spilled_events(tmp_path, run_cl
 def test_a_batch_holds_one_files_events_in_memory_at_a_time(tmp_path, monkeypatch):
     """Spilled events are mapped for their own insert only and let go right after (a view
     registered in the transaction held every file's table until the commit: 1.9 GB of
-    mapped events at 16 ranks x 480k)."""
+    mapped events at 16 ranks x 480k); the rows after a file's last whole row group wait as
+    a copy, not as the file."""
     import warehouse.ingest
     from warehouse.connection import connect
     from warehouse.traceio import parse_folder
 
-    folder = _rank_folder(tmp_path / "job", ranks=3)
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for rank in range(3):
+        _write_many_events(folder / f"rank-{rank}.json", 130_000)  # a row group and a bit
     monkeypatch.setattr(warehouse.ingest, "_POOL_MIN_JSON_BYTES", 0)
     with parse_folder() as spill:
         parsed = warehouse.ingest.parse_files(sorted(folder.iterdir()), False, Path(spill))
@@ -179,16 +183,18 @@ def test_a_batch_holds_one_files_events_in_memory_at_a_time(tmp_path, monkeypatc
         def mapped_spill_files() -> int:
             return sum(spill in line for line in Path("/proc/self/maps").read_text().splitlines())
 
-        held, real_sql = [], warehouse.ingest._file_events_sql
-        monkeypatch.setattr(warehouse.ingest, "_file_events_sql",
-                            lambda trace: held.append(mapped_spill_files()) or real_sql(trace))
+        held, real_insert = [], warehouse.ingest._insert_rows
+        monkeypatch.setattr(warehouse.ingest, "_insert_rows",
+                            lambda con, rows, params: held.append(mapped_spill_files()) or real_insert(con, rows, params))
         con = connect(tmp_path / "batch.duckdb")
         con.execute("BEGIN")
         run_id = warehouse.ingest._get_or_create_run(con, "batch", {}, parsed)
         warehouse.ingest.insert_events(con, parsed, run_id)
-        assert held == [1, 1, 1]  # the file being inserted, none before it
+        # a whole row group of each file (after the previous file's left-over rows) while that
+        # file alone is mapped, then the batch's left-over rows
+        assert held == [1, 1, 1, 0]
         assert mapped_spill_files() == 0
-        assert con.execute("SELECT count(DISTINCT rank) FROM events").fetchone()[0] == 3
+        assert con.execute("SELECT count(*), count(DISTINCT rank) FROM events").fetchone() == (390_000, 3)
         con.execute("COMMIT")
         con.close()
 
@@ -222,9 +228,9 @@ def _write_many_events(path: Path, count: int) -> None:
 
 
 def test_a_parallel_insert_keeps_file_order_in_whole_row_groups(tmp_path):
-    """Each file's whole row groups go in on every thread, yet in file order and full: a
-    part-filled row group per thread or per file is rewritten by the next checkpoint, which
-    left 40% of a 16-rank database free, and scans give each file's order."""
+    """Events go in on every thread, yet in file order and in full row groups: a part-filled
+    row group per thread or per file is rewritten by the next checkpoint, which left 40% of a
+    16-rank database free, and scans give each file's order."""
     from warehouse.connection import connect
     from warehouse.ingest import ingest
     from warehouse.traceio import DUCKDB_ROW_GROUP_ROWS
@@ -253,15 +259,16 @@ def test_the_events_insert_has_an_order_keeping_parallel_plan(tmp_path):
     """DuckDB inserts in parallel and in order only through its batch insert, which any step
     of the plan that does not keep order rules out: an IN list of five or more names (as in
     is_device_category) is planned as a MARK join and made the insert an unordered one."""
+    from warehouse import sqlfiles
     from warehouse.connection import connect
-    from warehouse.ingest import _file_events_sql
+    from warehouse.ingest import _with_file_columns
     from warehouse.traceio import read_trace
 
     trace = read_trace(every_kind_trace(TraceBuilder(rank=0)).write(tmp_path / "rank-0.json"))
     con = connect(tmp_path / "plan.duckdb")
     con.execute("SET threads = 2")
-    typed_events_of_file = trace.events  # noqa: F841 (read by the SQL)
-    plan = con.execute("EXPLAIN " + _file_events_sql(trace), {"run_id": 1, "origin_ts": 0}).fetchall()[0][1]
+    typed_events = _with_file_columns(trace, trace.events)  # noqa: F841 (read by the SQL)
+    plan = con.execute("EXPLAIN " + sqlfiles.load("ingest/events.sql"), {"run_id": 1, "origin_ts": 0}).fetchall()[0][1]
     assert "Batch Insert" in plan
     con.close()
 

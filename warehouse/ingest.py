@@ -254,94 +254,87 @@ def _now() -> datetime:
 
 
 def insert_events(con, traces: list[ParsedTrace], run_id: int) -> None:
-    """Each file's events in inserts of their own, file after file, each file's events
-    released once in (one file's events in memory at a time, not the whole batch's).
+    """Each file's events inserted as the batch goes, on every thread and in file order, each
+    file's events released once in (one file's events in memory at a time, not the batch's).
 
-    Every row group but the batch's last is filled, in file order: a file's whole row groups
-    go in on every thread (DuckDB's order-preserving parallel insert writes each Arrow batch
-    of DUCKDB_ROW_GROUP_ROWS rows as a row group of its own), the rows before them top up the
-    row group the previous file left part-filled, and the rows after them are left for the
-    next file to top up, both on one thread (a single-threaded insert appends to the last row
-    group). A part-filled row group per file would be rewritten by the next checkpoint's
-    vacuum, leaving free blocks: ~40% of a 16-rank database with one per thread."""
+    Every row group but the batch's last is full: DuckDB's order-keeping parallel insert
+    writes each Arrow batch of DUCKDB_ROW_GROUP_ROWS rows as a row group of its own, so each
+    statement inserts whole row groups only, and the rows left over at a file's end wait in a
+    copy to lead the next file's statement (the batch's last statement inserts what is left).
+    A part-filled row group per file or per thread would be rewritten by the next
+    checkpoint's vacuum, leaving free blocks: ~40% of a 16-rank database with one per thread."""
     if not traces:
         return
     origin = con.execute("SELECT origin_ts FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
     params = {"run_id": run_id, "origin_ts": origin}
-    threads, locked = con.execute(
-        "SELECT current_setting('threads'), current_setting('lock_configuration')").fetchall()[0]
-    if locked or not _external_access(con):
-        # a --safe session: its settings stay as they are and it resolves no Python names, so
-        # each file is one insert through a view (correct; its row groups only less full)
+    if not _external_access(con):
+        # a --safe session resolves no Python names: each file is one insert through a view
+        # (correct; its row groups only less full)
         for trace in traces:
-            _insert_registered(con, trace, params)
+            _insert_registered(con, _with_file_columns(trace, trace.map_events()), params)
             trace.release_events()
         return
-    appended = 0
-    try:
-        for trace in traces:
-            appended += _insert_file_events(con, trace, params, appended, int(threads))
-            trace.release_events()
-    finally:
-        with suppress(duckdb.Error):  # refused in an aborted transaction; its cause goes on
-            con.execute(f"SET threads = {int(threads)}")
+    left_over = None
+    for trace in traces:
+        left_over = _insert_whole_row_groups(con, trace, left_over, params)
+        trace.release_events()
+    if left_over is not None and left_over.num_rows:
+        _insert_rows(con, left_over, params)
 
 
-def _row_group_parts(events: pa.Table, appended: int) -> list[tuple[pa.Table, bool]]:
-    """One file's events as (rows, insert on every thread?) parts, in file order, for a
-    transaction that has appended `appended` rows so far: the rows that fill its part-filled
-    row group, the file's whole row groups after them, and what is left over."""
-    top_up = min(events.num_rows, -appended % DUCKDB_ROW_GROUP_ROWS)
-    rest = events.slice(top_up)
-    whole = rest.num_rows - rest.num_rows % DUCKDB_ROW_GROUP_ROWS
-    # no copy when top_up is 0: the worker's batches already are row groups
-    parts = [(events.slice(0, top_up), False), (in_row_group_batches(rest.slice(0, whole)), True),
-             (rest.slice(whole), False)]
-    return [(rows, parallel) for rows, parallel in parts if rows.num_rows]
+def _insert_whole_row_groups(con, trace: ParsedTrace, left_over: pa.Table | None, params: dict) -> pa.Table:
+    """Insert the previous file's left-over rows and this file's rows up to the last whole row
+    group; returns the rows after it, copied so that the file's mapping can go."""
+    rows = _with_file_columns(trace, trace.map_events())
+    if left_over is not None and left_over.num_rows:
+        rows = pa.concat_tables([left_over, rows])
+    whole = rows.num_rows - rows.num_rows % DUCKDB_ROW_GROUP_ROWS
+    if whole:
+        # no copy when nothing was left over: the worker's batches already are row groups
+        _insert_rows(con, in_row_group_batches(rows.slice(0, whole)), params)
+    left = rows.slice(whole)
+    return left.take(pa.array(range(left.num_rows), pa.int64()))  # a copy: slices share buffers
 
 
-def _insert_file_events(con, trace: ParsedTrace, params: dict, appended: int, threads: int) -> int:
-    """Insert one file's events in its _row_group_parts; returns how many rows went in."""
-    events = trace.map_events()
-    for rows, parallel in _row_group_parts(events, appended):
-        con.execute(f"SET threads = {threads if parallel else 1}")
-        _insert_rows(con, trace, rows, params)
-    return events.num_rows
+def _with_file_columns(trace: ParsedTrace, events: pa.Table) -> pa.Table:
+    """The file's typed events with its rank, time scale and offset as columns, so that one
+    statement can insert rows of two files."""
+    rows = events.num_rows
+    return (events
+            .append_column("rank", pa.repeat(pa.scalar(int(trace.rank), pa.int64()), rows))
+            .append_column("ts_scale", pa.repeat(pa.scalar(Decimal(trace.ts_scale), _DECIMAL), rows))
+            .append_column("ts_offset_us", pa.repeat(pa.scalar(Decimal(trace.ts_offset_us), _DECIMAL), rows)))
 
 
-def _insert_rows(con, trace: ParsedTrace, rows: pa.Table, params: dict) -> None:
+_DECIMAL = pa.decimal128(38, 6)
+
+
+def _insert_rows(con, rows: pa.Table, params: dict) -> None:
     # DuckDB finds the table by this local name (a replacement scan) for this statement only;
     # a registered view would hold it until the transaction ends, keeping every file's
     # events mapped in memory until the whole batch is in
-    typed_events_of_file = rows  # noqa: F841 (read by the SQL)
-    con.execute(_file_events_sql(trace), params)
+    typed_events = rows  # noqa: F841 (read by the SQL)
+    con.execute(_events_sql(), params)
 
 
-def _insert_registered(con, trace: ParsedTrace, params: dict) -> None:
-    con.register("typed_events_of_file", trace.map_events())
+def _insert_registered(con, rows: pa.Table, params: dict) -> None:
+    con.register("typed_events", rows)
     try:
-        con.execute(_file_events_sql(trace), params)
+        con.execute(_events_sql(), params)
     finally:
         with suppress(duckdb.Error):  # refused in an aborted transaction; its cause goes on
-            con.unregister("typed_events_of_file")
+            con.unregister("typed_events")
+
+
+def _events_sql() -> str:
+    """sql/ingest/events.sql, which reads `typed_events`: rows of _with_file_columns."""
+    return sqlfiles.load("ingest/events.sql")
 
 
 def _external_access(con) -> bool:
     """Whether the session resolves Python names in SQL (a --safe one, without external
     access, does not)."""
     return bool(con.execute("SELECT current_setting('enable_external_access')").fetchall()[0][0])
-
-
-def _file_events_sql(trace: ParsedTrace) -> str:
-    """sql/ingest/events.sql over one file's typed events with its rank and time scale and
-    offset (exact decimal literals: they are per file, and the rank an int)."""
-    source = (f"SELECT {int(trace.rank)} AS rank, {_decimal_literal(trace.ts_scale)} AS ts_scale, "
-              f"{_decimal_literal(trace.ts_offset_us)} AS ts_offset_us, * FROM typed_events_of_file")
-    return sqlfiles.load("ingest/events.sql").replace("FROM typed_events", f"FROM ({source})")
-
-
-def _decimal_literal(value: Decimal) -> str:
-    return f"CAST('{Decimal(value)}' AS DECIMAL(38, 6))"
 
 
 def _insert_trace_row(con, trace: ParsedTrace, run_id: int) -> None:

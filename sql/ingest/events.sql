@@ -1,6 +1,6 @@
--- Rows of `events` for one trace file, from its typed events: `typed_events` is replaced by
--- ingest.py with the file's Arrow table (made by sql/ingest/typed_events.sql in the parse
--- worker) plus its rank, ts_scale and ts_offset_us columns. No JSON is parsed here.
+-- Rows of `events` from typed events: `typed_events` is an Arrow table of ingest.py (rows of
+-- one or two trace files, made by sql/ingest/typed_events.sql in the parse worker, with each
+-- file's rank, ts_scale and ts_offset_us as columns). No JSON is parsed here.
 -- Parameters: run_id, origin_ts.
 -- end_us is a generated column: named lists keep it out of the insert.
 INSERT INTO events (run_id, rank, event_id, name, cat, ph, ts_us, dur_us, pid, tid, stream,
@@ -40,5 +40,5 @@ SELECT
     ts_raw,
     args,
     extra
--- each file's rows are already in event_id order and inserts keep it (no sort of the wide rows)
+-- each file's rows are already in event_id order and the insert keeps it (no sort of the wide rows)
 FROM located;
