@@ -111,7 +111,8 @@ def run_measured(command: list[str]) -> dict:
 def prepare_job(args) -> tuple[Path, int, int]:
     """The job folder, its raw JSON bytes and event count (synthesized when not there yet)."""
     folder = Path(args.job_dir) if args.job_dir else Path(tempfile.mkdtemp(prefix="ctda-scale-"))
-    manifest = folder / "job.json"
+    # not *.json: bench_lake.py ingests a --job-dir folder itself, and would take it for a trace
+    manifest = folder / "job.manifest"
     if manifest.exists():
         job = json.loads(manifest.read_text())
         if job.get("ranks") == args.ranks and job.get("events_per_rank") == args.events:
