@@ -249,3 +249,35 @@ def test_every_kernel_of_a_cuda_graph_launch_is_on_the_path(tmp_path):
     counted = path_event_names(con, "ctda")
     assert {f"graph_gemm_{i}" for i in (1, 2, 3)} <= set(counted)
     assert counted.get("cudaStreamSynchronize", 0) < 10
+
+
+# ---- events that overlap without nesting -------------------------------------------------
+
+def op_starting_before_the_sync_returns() -> TraceBuilder:
+    """Timestamps rounded apart from their durations: the op after a cudaDeviceSynchronize
+    begins 125 ns before the sync returns (5.5 against 5.625 us) and launches the next kernel.
+    The wait-return node after the sync holds the sync and that op, and its counted window
+    runs from the return (5.625) to the launch's end (6.5): 0.875 us, all of it the op's."""
+    b = TraceBuilder(rank=0)  # every ts below is exact at the epoch base (a multiple of 1/4 us)
+    main = b.thread(100, "pt_main_thread")
+    b.step(1, main, 0, 7.625)
+    b.cpu_op(main, "aten::linear", 0, 1)
+    b.cpu_op(main, "aten::relu", 1, 1)
+    b.launch(main, 1.0, 0.5, "relu_kernel", stream=7, kernel_ts=3.5, kernel_dur=1)
+    b.runtime(main, "cudaDeviceSynchronize", 2, 3.625)
+    b.cpu_op(main, "aten::add_", 5.5, 1)
+    b.launch(main, 6.0, 0.5, "add_kernel", stream=7, kernel_ts=8.5, kernel_dur=1)
+    return b
+
+
+def test_an_op_running_past_the_sync_before_it_keeps_its_counted_time(tmp_path):
+    con = analyzed(op_starting_before_the_sync_returns(), tmp_path)
+    counted, on_path = con.execute(
+        "SELECT c.counted_us, list(e.name ORDER BY e.name) FROM critical_path c "
+        "JOIN path_events e USING (run_id, rank, step, method, node_id) "
+        "WHERE c.method = 'ctda' AND c.counted_start_us = 5.625 GROUP BY ALL").fetchone()
+    assert counted == pytest.approx(0.875)
+    # the sweep gave the time to the sync, which had returned: the path lost it
+    assert path_event_names(con, "ctda")["aten::add_"] == pytest.approx(0.875)
+    assert "aten::add_" in on_path
+    assert broken_invariants(con) == {}

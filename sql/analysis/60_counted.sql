@@ -48,20 +48,44 @@ WINDOW w AS (PARTITION BY counted_window_id ORDER BY t, delta, nesting_order, ev
 
 -- The owner of the segment after a point at depth d is the last event opened at depth d so
 -- far: a running last_value over the points of each depth, in sweep order (half the time of
--- the ASOF join that found it before, same rows).
+-- the ASOF join that found it before, same rows). That holds while events nest. A timestamp
+-- rounded apart from its duration lets an event run past the end of one that began before
+-- it, and the two close out of order: the depth's last opener may then have ended already
+-- (or, in a later segment, no longer be the innermost event running). A window where the
+-- sweep meets an owner that has ended is not nested, and each of its segments goes to the
+-- member that began last (by the sweep's order) among those running through it: on nested
+-- events the same owner as the sweep's.
 CREATE OR REPLACE TEMP TABLE cp_segments AS
 WITH owned AS (
     SELECT *,
-        last_value(CASE WHEN delta = 1 THEN event_id END IGNORE NULLS) OVER (
-            PARTITION BY counted_window_id, depth ORDER BY ord
-            ROWS UNBOUNDED PRECEDING) AS owner_event_id
+        last_value(CASE WHEN delta = 1 THEN event_id END IGNORE NULLS) OVER d AS owner_event_id,
+        last_value(CASE WHEN delta = 1 THEN -nesting_order END IGNORE NULLS) OVER d AS owner_end_us
     FROM cp_points
+    WINDOW d AS (PARTITION BY counted_window_id, depth ORDER BY ord ROWS UNBOUNDED PRECEDING)
+),
+not_nested AS (
+    SELECT DISTINCT counted_window_id FROM owned WHERE depth > 0 AND owner_end_us <= t
+),
+segments AS (
+    SELECT p.counted_window_id, p.t, p.next_t, p.owner_event_id,
+           p.counted_window_id IN (SELECT counted_window_id FROM not_nested) AS in_not_nested
+    FROM owned AS p
+    JOIN cp_counted_windows AS b USING (counted_window_id)
+    WHERE p.depth > 0 AND p.next_t > p.t AND p.owner_event_id IS NOT NULL
+      AND p.t >= b.counted_start_us AND p.next_t <= b.counted_end_us
+),
+running AS (
+    SELECT s.counted_window_id, s.t, arg_max(m.event_id, (m.ts_us, -m.end_us, m.event_id)) AS event_id
+    FROM segments AS s
+    JOIN cp_path_members AS m
+        ON m.counted_window_id = s.counted_window_id AND m.end_us > m.ts_us
+       AND m.ts_us <= s.t AND m.end_us >= s.next_t
+    WHERE s.in_not_nested
+    GROUP BY ALL
 )
-SELECT p.counted_window_id, p.owner_event_id AS event_id, p.next_t - p.t AS length_us
-FROM owned AS p
-JOIN cp_counted_windows AS b USING (counted_window_id)
-WHERE p.depth > 0 AND p.next_t > p.t AND p.owner_event_id IS NOT NULL
-  AND p.t >= b.counted_start_us AND p.next_t <= b.counted_end_us;
+SELECT s.counted_window_id, coalesce(r.event_id, s.owner_event_id) AS event_id, s.next_t - s.t AS length_us
+FROM segments AS s
+LEFT JOIN running AS r ON r.counted_window_id = s.counted_window_id AND r.t = s.t;
 
 CREATE OR REPLACE TEMP TABLE cp_event_time AS
 WITH swept_self AS (
