@@ -1,35 +1,14 @@
--- Stage 4: which events each node holds, and the edges between nodes.
+-- Stage 4: the device ops each GPU node holds, and the edges between nodes.
 
-CREATE OR REPLACE TEMP TABLE cp_node_events AS
--- CPU nodes: their top-level events and everything nested in them that starts before the
--- node ends (a node holding a sync ends where the sync returned)
-SELECT n.run_id, n.rank, n.step, n.node_id, o.event_id, o.name, o.cat, o.tid, o.ts_us, o.end_us, o.is_top
-FROM cp_nodes AS n
-JOIN cp_top_nodes AS t USING (run_id, rank, step, cpu_node)
-JOIN cp_ops AS o ON o.run_id = t.run_id AND o.rank = t.rank AND o.top_event_id = t.event_id
-WHERE n.kind = 'cpu' AND o.ts_us <= n.end_us
-UNION ALL
--- wait-return nodes: the events of their top-level event that run after the wait
-SELECT n.run_id, n.rank, n.step, n.node_id, o.event_id, o.name, o.cat, o.tid, o.ts_us, o.end_us, o.is_top
-FROM cp_nodes AS n
-JOIN cp_wait_returns AS r USING (run_id, rank, step, cpu_node)
-JOIN cp_ops AS o ON o.run_id = r.run_id AND o.rank = r.rank AND o.top_event_id = r.top_event_id
-WHERE n.kind = 'cpu' AND o.end_us >= n.start_us AND o.ts_us <= n.end_us
-UNION ALL
--- CPU nodes: python frames that lie inside the node's span on its thread
-SELECT n.run_id, n.rank, n.step, n.node_id, o.event_id, o.name, o.cat, o.tid, o.ts_us, o.end_us, false
-FROM cp_nodes AS n
-JOIN cp_ops AS o
-    ON o.run_id = n.run_id AND o.rank = n.rank AND o.tid = n.tid AND o.pid = n.pid AND o.is_python
-   AND o.ts_us >= n.start_us AND o.end_us <= n.end_us
-WHERE n.kind = 'cpu'
-UNION ALL
-SELECT n.run_id, n.rank, n.step, n.node_id, g.event_id, g.name, g.cat, NULL, g.ts_us, g.end_us, true
+-- GPU nodes' device ops: the edges below find the nodes of a stream wait's ops and of a
+-- blocking copy here. The events of every node, CPU ones too, are a macro of stage 6.
+CREATE OR REPLACE TEMP TABLE cp_gpu_node_events AS
+SELECT n.run_id, n.rank, n.step, n.node_id, g.event_id, g.name, g.cat, g.ts_us, g.end_us
 FROM cp_nodes AS n
 JOIN cp_gpu_split AS g USING (run_id, rank, step, cpu_node, stream, split_no)
 WHERE n.kind = 'gpu' AND NOT n.carry_in
 UNION ALL
-SELECT n.run_id, n.rank, n.step, n.node_id, c.event_id, c.name, c.cat, NULL, c.ts_us, c.end_us, true
+SELECT n.run_id, n.rank, n.step, n.node_id, c.event_id, c.name, c.cat, c.ts_us, c.end_us
 FROM cp_nodes AS n
 JOIN cp_carry_ops AS c USING (run_id, rank, step, stream)
 WHERE n.carry_in;
@@ -82,10 +61,9 @@ stream_waits AS (
     SELECT s.run_id, s.rank, s.step, s.node_id AS src, t.node_id AS dst, any_value(w.inferred) AS inferred,
            max(src_node.end_us) AS src_end_us
     FROM cp_stream_waits AS w
-    JOIN cp_node_events AS s ON s.run_id = w.run_id AND s.rank = w.rank AND s.event_id = w.source_event_id
-        AND s.tid IS NULL
-    JOIN cp_node_events AS t ON t.run_id = w.run_id AND t.rank = w.rank AND t.step = s.step
-        AND t.event_id = w.target_event_id AND t.tid IS NULL
+    JOIN cp_gpu_node_events AS s ON s.run_id = w.run_id AND s.rank = w.rank AND s.event_id = w.source_event_id
+    JOIN cp_gpu_node_events AS t ON t.run_id = w.run_id AND t.rank = w.rank AND t.step = s.step
+        AND t.event_id = w.target_event_id
     JOIN cp_nodes AS src_node ON src_node.run_id = s.run_id AND src_node.rank = s.rank
         AND src_node.step = s.step AND src_node.node_id = s.node_id
     GROUP BY ALL
@@ -104,9 +82,9 @@ sync_candidates AS (
        AND g.start_us < sw.sync_end_us
        AND (sw.scope_stream IS NULL OR g.stream = sw.scope_stream)
        AND (sw.copy_event_id = -1 OR EXISTS (
-            SELECT 1 FROM cp_node_events AS m
+            SELECT 1 FROM cp_gpu_node_events AS m
             WHERE m.run_id = g.run_id AND m.rank = g.rank AND m.step = g.step AND m.node_id = g.node_id
-              AND m.event_id = sw.copy_event_id AND m.tid IS NULL))
+              AND m.event_id = sw.copy_event_id))
 ),
 typed AS (
     SELECT run_id, rank, step, src, dst,

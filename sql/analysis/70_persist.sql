@@ -21,7 +21,7 @@ SELECT n.run_id, n.rank, n.step, m.method, n.node_id, n.kind, n.phase, n.stream,
 FROM cp_nodes AS n
 CROSS JOIN cp_methods AS m
 LEFT JOIN (SELECT run_id, rank, step, node_id, count(*) AS event_count
-           FROM cp_node_events GROUP BY ALL) AS ev USING (run_id, rank, step, node_id)
+           FROM cp_node_events(false) GROUP BY ALL) AS ev USING (run_id, rank, step, node_id)
 LEFT JOIN cp_wait_ends AS w USING (run_id, rank, step, node_id);
 
 INSERT INTO edges
