@@ -125,19 +125,23 @@ SELECT s.counted_window_id, coalesce(r.event_id, s.owner_event_id) AS event_id, 
 FROM segments AS s
 LEFT JOIN running AS r ON r.counted_window_id = s.counted_window_id AND r.t = s.t;
 
-CREATE OR REPLACE TEMP TABLE cp_event_time AS
+-- Each counted window's events with their time in it, once per window: a window on several
+-- methods' paths hands the same rows to each (cp_event_time).
+CREATE OR REPLACE TEMP TABLE cp_window_event_time AS
 WITH swept_self AS (
     SELECT counted_window_id, event_id, sum(length_us) AS self_us
     FROM cp_segments GROUP BY ALL
-),
-window_time AS (
-    SELECT m.counted_window_id, m.event_id, m.name, m.cat,
-           coalesce(s.self_us, 0) AS self_us,
-           greatest(0, least(m.end_us, m.counted_end_us) - greatest(m.ts_us, m.counted_start_us)) AS inclusive_us
-    FROM cp_path_members AS m
-    LEFT JOIN swept_self AS s USING (counted_window_id, event_id)
 )
+SELECT m.counted_window_id, m.event_id, m.name, m.cat,
+       coalesce(s.self_us, 0) AS self_us,
+       greatest(0, least(m.end_us, m.counted_end_us) - greatest(m.ts_us, m.counted_start_us)) AS inclusive_us
+FROM cp_path_members AS m
+LEFT JOIN swept_self AS s USING (counted_window_id, event_id);
+
+-- Every method's path events: a view, read twice in stage 7 (the path's counted time reads
+-- only keys and times; path_events stores the rows).
+CREATE OR REPLACE TEMP VIEW cp_event_time AS
 SELECT c.method, c.run_id, c.rank, c.step, c.node_id, t.event_id, t.name, t.cat, t.self_us, t.inclusive_us
 FROM cp_counted AS c
 JOIN cp_counted_windows AS w USING (run_id, rank, step, node_id, counted_start_us, counted_end_us)
-JOIN window_time AS t USING (counted_window_id);
+JOIN cp_window_event_time AS t USING (counted_window_id);
