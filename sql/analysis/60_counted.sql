@@ -105,8 +105,7 @@ not_nested AS (
     SELECT DISTINCT counted_window_id FROM owned WHERE depth > 0 AND owner_end_us <= t
 ),
 segments AS (
-    SELECT p.counted_window_id, p.t, p.next_t, p.owner_event_id,
-           p.counted_window_id IN (SELECT counted_window_id FROM not_nested) AS in_not_nested
+    SELECT p.counted_window_id, p.t, p.next_t, p.owner_event_id
     FROM owned AS p
     JOIN cp_counted_windows AS b USING (counted_window_id)
     WHERE p.depth > 0 AND p.next_t > p.t AND p.owner_event_id IS NOT NULL
@@ -118,7 +117,7 @@ running AS (
     JOIN cp_path_members AS m
         ON m.counted_window_id = s.counted_window_id AND m.end_us > m.ts_us
        AND m.ts_us <= s.t AND m.end_us >= s.next_t
-    WHERE s.in_not_nested
+    WHERE s.counted_window_id IN (SELECT counted_window_id FROM not_nested)
     GROUP BY ALL
 )
 SELECT s.counted_window_id, coalesce(r.event_id, s.owner_event_id) AS event_id, s.next_t - s.t AS length_us
