@@ -57,13 +57,17 @@ SORT_KEYS = {
 }
 ROW_GROUP_ROWS = 65_536
 ZSTD_LEVEL = 9
-# zstd levels other than ZSTD_LEVEL, measured on a 480k-event rank: level 1 where level 9
-# saved under 5% of the column's bytes for twice the time or more (dur_us: 4% for 37 ms);
-# level 6 for args, the dearest column to squeeze, keeps 95% of level 9's saving at two thirds
-# of its time. A rank's events partition is then 2.4% larger for 20% less encoding time
-# (0.58 -> 0.47 s; docs/scale-out.md).
+# zstd levels other than ZSTD_LEVEL, measured on a 480k-event rank (docs/scale-out.md): level 1
+# where level 9 saved under 5% of the column's bytes for twice the time or more (dur_us: 4% for
+# 37 ms); level 3 for the time columns, and level 1 for args written plain (3.7% more bytes
+# than level 6 with delta strings, for a third of the time): the costliest columns to squeeze.
+# A rank's events partition is then 5% larger for half the encoding time (0.45 -> 0.24 s).
 _ZSTD_LEVELS = {"run_id": 1, "dur_us": 1, "correlation": 1, "cat": 1, "ph": 1, "pid": 1, "tid": 1,
-                "stream": 1, "args": 6}
+                "stream": 1, "args": 1, "ts_us": 3, "ts_raw": 3}
+# Encodings that differ in partitions of more than one row group, for the levels above: ts_raw,
+# sorted by time, shares its leading bytes with the row before (delta at level 3: 1.23 MB in
+# 20 ms, against plain at level 9: 1.11 MB in 100 ms); args at level 1 do better plain.
+_MANY_ROW_GROUP_ENCODINGS = {"ts_raw": "DELTA_BYTE_ARRAY", "args": "PLAIN"}
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 _PARTITION = re.compile(r"rank=(-?\d+)")
 
@@ -196,7 +200,7 @@ _PLAIN = {"ts_us", "start_us", "end_us", "counted_start_us", "counted_end_us", "
 _DELTA_STRINGS = {"args", "extra"}
 
 
-def column_encodings(schema: pa.Schema) -> dict[str, str]:
+def column_encodings(schema: pa.Schema, many_row_groups: bool = False) -> dict[str, str]:
     encodings = {}
     for f in schema:
         if f.name in _DELTA_INTS and pa.types.is_integer(f.type):
@@ -207,6 +211,9 @@ def column_encodings(schema: pa.Schema) -> dict[str, str]:
             encodings[f.name] = "DELTA_BYTE_ARRAY"
         elif pa.types.is_decimal(f.type):
             encodings[f.name] = "PLAIN"  # DuckDB reads no byte-stream-split decimals
+    if many_row_groups:
+        encodings.update({name: encoding for name, encoding in _MANY_ROW_GROUP_ENCODINGS.items()
+                          if name in encodings})
     return encodings
 
 
@@ -235,7 +242,7 @@ def write_parquet(rows: pa.Table, path: Path) -> None:
     """zstd per compression_levels, row groups of ROW_GROUP_ROWS, statistics per
     statistics_columns, encodings per column_encodings, dictionaries only for
     DICTIONARY_MIN_ROWS rows or more."""
-    encodings = column_encodings(rows.schema)
+    encodings = column_encodings(rows.schema, many_row_groups=rows.num_rows > ROW_GROUP_ROWS)
     dictionary = [name for name in rows.column_names if name not in encodings]
     if rows.num_rows < DICTIONARY_MIN_ROWS:
         dictionary = False
