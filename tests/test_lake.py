@@ -124,6 +124,26 @@ def test_synthetic_lake_and_database_give_identical_results(lake_cli, tmp_path):
     assert (lake / "runs.parquet").is_file() and not any((lake / "_tmp").glob("*"))
 
 
+def test_analyzing_one_method_again_keeps_the_cross_rank_path_once(lake_cli, tmp_path):
+    """The run's cross-rank task writes its path into files of its own beside each rank's
+    per-rank paths; a later `analyze --method ctda` replaces the per-rank files and keeps the
+    cross-rank path, once, as the database keeps the rows of methods it does not analyze."""
+    folder = _two_rank_folder(tmp_path / "small")
+    db, lake = tmp_path / "w.duckdb", tmp_path / "lake"
+    _build_both(lake_cli, db, lake, [str(folder)])
+    for table in lakemod.CROSS_RANK_PATH_TABLES:
+        for rank_folder in (lake / table / "run=small").iterdir():
+            assert sorted(p.name for p in rank_folder.iterdir()) == [lakemod.CROSS_RANK_FILE, lakemod.PART_FILE]
+    count = "SELECT method, count(*) FROM critical_path GROUP BY method ORDER BY method"
+    before = lake_cli("query", count, "-f", "csv", "--lake", str(lake)).out
+    assert "cross_rank" in before
+    assert lake_cli("analyze", "-q", "--method", "ctda", db=db).code == 0
+    again = lake_cli("analyze", "-q", "--method", "ctda", "--lake", str(lake))
+    assert again.code == 0, again.err
+    assert lake_cli("query", count, "-f", "csv", "--lake", str(lake)).out == before
+    _assert_same(lake_cli, db, lake)
+
+
 def test_rank_filter_prunes_partitions(lake_cli, tmp_path):
     lake = tmp_path / "lake"
     assert lake_cli("ingest", "-q", str(_two_rank_folder(tmp_path / "small")), "--lake", str(lake)).code == 0

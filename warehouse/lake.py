@@ -5,6 +5,8 @@
     LAKE/events/run=NAME/rank=N/part-0.parquet          analysis_windows, nodes, edges,
     ...                                                 critical_path, path_events,
                                                         collective_instances, cross_rank_segments
+    LAKE/critical_path/run=NAME/rank=N/cross_rank.parquet   the cross-rank path's rows (likewise
+                                                            path_events), beside part-0.parquet
 
 A partition's files hold every column of the DuckDB table but `rank` (the folder names it);
 they are zstd-compressed, sorted by time within the partition, in row groups small enough that
@@ -41,6 +43,13 @@ ANALYSIS_TABLES = ("analysis_windows", "nodes", "edges", "critical_path", "path_
 # written by the one task per run that builds the cross-rank path (it needs every rank)
 CROSS_RANK_TABLES = ("collective_instances", "cross_rank_segments")
 PARTITIONED = INGEST_TABLES + ANALYSIS_TABLES + CROSS_RANK_TABLES
+# critical_path and path_events hold the per-rank methods' rows in part-0.parquet and the
+# cross-rank path's in cross_rank.parquet beside it: the run's cross-rank task writes only its
+# own rows (rewriting every rank's whole partitions was half of that task), and a rank's
+# analyze task carries the file over when it replaces the partition.
+PART_FILE = "part-0.parquet"
+CROSS_RANK_FILE = "cross_rank.parquet"
+CROSS_RANK_PATH_TABLES = ("critical_path", "path_events")
 # row order within a partition: time first, so each row group covers a short time span
 SORT_KEYS = {
     "events": ("ts_us", "event_id"),
@@ -105,9 +114,11 @@ def ranks_of(lake: Path, table: str, run: str) -> list[int]:
     return sorted(int(m.group(1)) for m in found if m)
 
 
-def partition_files(lake: Path, table: str, run: str, rank: int) -> list[Path]:
+def partition_files(lake: Path, table: str, run: str, rank: int, cross_rank: bool = True) -> list[Path]:
+    """The partition's files; without the cross-rank path's file when `cross_rank` is false."""
     folder = partition_dir(lake, table, run, rank)
-    return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    return files if cross_rank else [f for f in files if f.name != CROSS_RANK_FILE]
 
 
 def new_staging_dir(lake: Path) -> Path:
@@ -180,14 +191,18 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def table_rows(con: duckdb.DuckDBPyConnection, table: str, columns: list[str], run_id: int, rank: int) -> pa.Table:
+def table_rows(con: duckdb.DuckDBPyConnection, table: str, columns: list[str], run_id: int, rank: int,
+               method: str | None = None) -> pa.Table:
     """One (run, rank)'s rows of `table`'s stored `columns` without the rank column, sorted by
-    SORT_KEYS."""
+    SORT_KEYS; only those of `method` when given."""
     columns = [c for c in columns if c != "rank"]
     order = ", ".join(_quoted(c) for c in SORT_KEYS[table]) or "1"
+    where, params = "run_id = ? AND rank = ?", [run_id, rank]
+    if method is not None:
+        where, params = f"{where} AND method = ?", [*params, method]
     sql = (f"SELECT {', '.join(_quoted(c) for c in columns)} FROM {_quoted(table)} "
-           f"WHERE run_id = ? AND rank = ? ORDER BY {order}")
-    return con.sql(sql, params=[run_id, rank]).to_arrow_table()
+           f"WHERE {where} ORDER BY {order}")
+    return con.sql(sql, params=params).to_arrow_table()
 
 
 # Encodings per column, measured on the shared nccl trace (docs/scale-out.md): ids that grow
@@ -262,13 +277,47 @@ def stage_tables(con, lake: Path, tables: tuple[str, ...], run: str, run_id: int
     for table in tables:
         folder = staging / table
         folder.mkdir()
-        write_parquet(table_rows(con, table, columns[table], run_id, rank), folder / "part-0.parquet")
+        write_parquet(table_rows(con, table, columns[table], run_id, rank), folder / PART_FILE)
     return staging
+
+
+def carry_cross_rank_files(staging: Path, lake: Path, run: str, rank: int) -> None:
+    """Link the rank's cross-rank path files into its staged critical_path and path_events
+    partitions, so that publishing them keeps the cross-rank path (as a database keeps the
+    rows of methods it does not analyze)."""
+    for table in CROSS_RANK_PATH_TABLES:
+        held, staged = partition_dir(lake, table, run, rank) / CROSS_RANK_FILE, staging / table / CROSS_RANK_FILE
+        if held.is_file() and staged.parent.is_dir():
+            try:
+                os.link(held, staged)
+            except OSError:  # a file system without hard links
+                shutil.copyfile(held, staged)
 
 
 def publish_staged(staging: Path, lake: Path, tables: tuple[str, ...], run: str, rank: int) -> None:
     for table in tables:  # in the order given: traces last for an ingest
         publish(staging / table, partition_dir(lake, table, run, rank))
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def stage_cross_rank_paths(con, lake: Path, run_id: int, rank: int) -> Path:
+    """The rank's cross-rank path rows (critical_path, path_events) as staged files; returns
+    their folder."""
+    staging = new_staging_dir(lake)
+    columns = stored_columns(con, CROSS_RANK_PATH_TABLES)
+    for table in CROSS_RANK_PATH_TABLES:
+        rows = table_rows(con, table, columns[table], run_id, rank, method="cross_rank")
+        write_parquet(rows, staging / f"{table}.parquet")
+    return staging
+
+
+def publish_cross_rank_paths(staging: Path, lake: Path, run: str, rank: int) -> None:
+    """Move staged cross-rank path files into the rank's partitions, replacing those there (a
+    file rename: atomic, the per-rank methods' files untouched)."""
+    for table in CROSS_RANK_PATH_TABLES:
+        folder = partition_dir(lake, table, run, rank)
+        folder.mkdir(parents=True, exist_ok=True)
+        os.replace(staging / f"{table}.parquet", folder / CROSS_RANK_FILE)
     shutil.rmtree(staging, ignore_errors=True)
 
 

@@ -125,11 +125,12 @@ ENGINE_UNREAD_EVENT_COLUMNS = ("extra", "ts_raw")
 
 
 def load_rank(con, root: Path, run: dict, rank: int, tables: tuple[str, ...],
-              unread_event_columns: tuple[str, ...] = ()) -> None:
-    """The (run, rank) partitions of `tables` into the warehouse tables of `con`. DuckDB reads
-    the Parquet itself: ~35% faster than through pyarrow tables on a 480k-event rank."""
+              unread_event_columns: tuple[str, ...] = (), cross_rank: bool = True) -> None:
+    """The (run, rank) partitions of `tables` into the warehouse tables of `con` (without the
+    cross-rank path's files unless `cross_rank`). DuckDB reads the Parquet itself: ~35% faster
+    than through pyarrow tables on a 480k-event rank."""
     for table in tables:
-        files = [str(f) for f in lake.partition_files(root, table, run["name"], rank)]
+        files = [str(f) for f in lake.partition_files(root, table, run["name"], rank, cross_rank)]
         if not files:
             continue
         columns = "*"
@@ -152,8 +153,10 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
     con = _warehouse(threads, "analysis", "crossrank")
     try:
         _insert_run(con, run)
-        # not the cross-rank tables: the per-rank engine neither reads nor rewrites them
-        load_rank(con, root, run, rank, lake.INGEST_TABLES + lake.ANALYSIS_TABLES, ENGINE_UNREAD_EVENT_COLUMNS)
+        # not the cross-rank tables and files: the per-rank engine neither reads nor rewrites
+        # them, and publishing carries the cross-rank path's files over
+        load_rank(con, root, run, rank, lake.INGEST_TABLES + lake.ANALYSIS_TABLES, ENGINE_UNREAD_EVENT_COLUMNS,
+                  cross_rank=False)
         try:  # all of the rank's methods in one pass of the engine, as analyze does on a database
             analyze(con, run=run["name"], method=methods, window_prefix=window, show_progress=False,
                     settings=AnalysisSettings(**settings))
@@ -163,6 +166,7 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
         windows, nodes = con.execute(
             "SELECT (SELECT count(*) FROM analysis_windows), (SELECT count(*) FROM nodes)").fetchone()
         staging = lake.stage_tables(con, root, lake.ANALYSIS_TABLES, run["name"], run["run_id"], rank)
+        lake.carry_cross_rank_files(staging, root, run["name"], rank)
         lake.publish_staged(staging, root, lake.ANALYSIS_TABLES, run["name"], rank)
     except CtdaError as exc:
         return TaskFailure(f"run {run['name']} rank {rank}: {exc}")
@@ -171,35 +175,52 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
     return {"rank": rank, "windows": windows, "nodes": nodes}
 
 
-def _stage_ranks(con, root: Path, run: dict, ranks: list[int], tables: tuple[str, ...],
-                 threads: int) -> list[tuple[int, Path]]:
-    """Stage `tables` of every rank, `threads` ranks at a time, each on its own cursor:
-    pyarrow writes a Parquet file on one thread with the GIL released, so a run's 16 ranks
-    took a quarter of the cross-rank task one after the other."""
+def _load_run(con, root: Path, run: dict, ranks: list[int], table: str, method: str | None = None) -> None:
+    """The partitions of `table` of the run's `ranks` (only the rows of `method` when given),
+    in one statement: DuckDB reads the files in parallel, the rank is the partition folder's
+    name. Without the cross-rank path's own files."""
+    files = [str(f) for rank in ranks for f in lake.partition_files(root, table, run["name"], rank, False)]
+    if not files:
+        return
+    where, params = ("", {"files": files}) if method is None else (" WHERE method = $method",
+                                                                    {"files": files, "method": method})
+    con.execute(f'INSERT INTO "{table}" BY NAME SELECT * EXCLUDE (filename), '
+                "CAST(regexp_extract(filename, '/rank=(-?[0-9]+)/[^/]*$', 1) AS INTEGER) AS rank "
+                "FROM read_parquet($files, union_by_name = true, hive_partitioning = false, filename = true)"
+                f"{where}", params)
+
+
+def _stage_ranks(con, root: Path, run: dict, ranks: list[int], threads: int) -> list[tuple[int, Path, Path]]:
+    """Stage each rank's cross-rank tables and path files, `threads` ranks at a time, each on
+    its own cursor: pyarrow writes a Parquet file on one thread with the GIL released."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def stage(rank: int) -> Path:
+    def stage(rank: int) -> tuple[int, Path, Path]:
         cursor = con.cursor()
         try:
-            return lake.stage_tables(cursor, root, tables, run["name"], run["run_id"], rank)
+            tables = lake.stage_tables(cursor, root, CROSS_RANK_OUTPUTS, run["name"], run["run_id"], rank)
+            return rank, tables, lake.stage_cross_rank_paths(cursor, root, run["run_id"], rank)
         finally:
             cursor.close()
 
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        return list(zip(ranks, pool.map(stage, ranks)))
+        return list(pool.map(stage, ranks))
 
 
 # What the cross-rank stages read (sql/crossrank: besides runs and the events that
-# sql/lake/cross_rank_events.sql loads) and what they write.
-CROSS_RANK_INPUTS = ("steps", "traces", "analysis_windows", "critical_path", "path_events")
-CROSS_RANK_OUTPUTS = ("critical_path", "path_events") + lake.CROSS_RANK_TABLES + ("traces",)
+# sql/lake/cross_rank_events.sql loads): the per-rank ctda path is all they read of the paths.
+CROSS_RANK_INPUTS = ("steps", "traces", "analysis_windows")
+# What they write besides the cross-rank path's files (lake.stage_cross_rank_paths):
+# traces for the clock offsets.
+CROSS_RANK_OUTPUTS = lake.CROSS_RANK_TABLES + ("traces",)
 
 
 def cross_rank_run(lake_dir: str, run: dict, ranks: list[int], threads: int) -> dict | TaskFailure:
     """The cross-rank stages of one run (crossrank.analyze_cross_rank, unchanged) over its
     ranks' partitions, once analyze_rank has written every rank's ctda path: the per-rank
     engine runs in parallel and only the matching and the joined path wait for all ranks.
-    Publishes each rank's paths, cross-rank partitions and traces (clock offsets)."""
+    Publishes each rank's cross-rank partitions, traces (clock offsets) and the cross-rank
+    path's files beside the per-rank paths."""
     from .crossrank import METHOD, analyze_cross_rank
     from .transaction import transaction
 
@@ -207,15 +228,19 @@ def cross_rank_run(lake_dir: str, run: dict, ranks: list[int], threads: int) -> 
     con = _warehouse(threads, "crossrank", "lake")
     try:
         _insert_run(con, run)
-        for rank in ranks:
-            load_rank(con, root, run, rank, CROSS_RANK_INPUTS)
+        for table in CROSS_RANK_INPUTS:
+            _load_run(con, root, run, ranks, table)
+        for table in lake.CROSS_RANK_PATH_TABLES:
+            _load_run(con, root, run, ranks, table, method="ctda")
+        for rank in ranks:  # a rank at a time: one statement over every rank's files took twice as long
             events = [str(f) for f in lake.partition_files(root, "events", run["name"], rank)]
             if events:
                 con.execute(sqlfiles.load("lake/cross_rank_events.sql"), {"rank": rank, "files": events})
         with transaction(con):
             summary = analyze_cross_rank(con, run["run_id"], [METHOD])
-        for rank, staging in _stage_ranks(con, root, run, ranks, CROSS_RANK_OUTPUTS, threads):
-            lake.publish_staged(staging, root, CROSS_RANK_OUTPUTS, run["name"], rank)
+        for rank, tables, paths in _stage_ranks(con, root, run, ranks, threads):
+            lake.publish_staged(tables, root, CROSS_RANK_OUTPUTS, run["name"], rank)
+            lake.publish_cross_rank_paths(paths, root, run["name"], rank)
     except CtdaError as exc:
         return TaskFailure(f"run {run['name']}: {exc}")
     finally:
