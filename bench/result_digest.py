@@ -7,8 +7,10 @@ Each trace (or folder of rank files) is ingested into its own database and analy
 significant digits (summed floats differ in their last bits between runs of the same code).
 Run it on the code before and after a change, then `diff -r BEFORE AFTER`.
 
-Usage: python bench/result_digest.py OUT_DIR [--code-dir CHECKOUT] [--only NAME ...]
+Usage: python bench/result_digest.py OUT_DIR [--code-dir CHECKOUT] [--only NAME ...] [--lake]
   --code-dir  run another checkout's code (e.g. `git worktree add /tmp/before HEAD~1`)
+  --lake      build a Parquet lake on 2 local Dask workers instead of a database: a diff
+              against a database's dump shows the lake gives the same results
 """
 
 from __future__ import annotations
@@ -59,10 +61,16 @@ def rounded_select(con, table: str) -> str:
     return f"SELECT {', '.join(shown)} FROM {table} ORDER BY ALL"
 
 
-def dump(db: Path, out: Path) -> None:
+def dump(db: Path, out: Path, code_dir: Path = REPO_DIR) -> None:
     import duckdb
 
-    con = duckdb.connect(str(db), read_only=True)
+    if db.is_dir():  # a lake: its views, through the checkout's own code
+        sys.path.insert(0, str(code_dir))
+        from warehouse.lake import open_lake
+
+        con = open_lake(db)
+    else:
+        con = duckdb.connect(str(db), read_only=True)
     out.mkdir(parents=True, exist_ok=True)
     for table in TABLES:
         con.sql(rounded_select(con, table)).write_csv(str(out / f"{table}.csv"))
@@ -80,14 +88,21 @@ def main() -> int:
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--code-dir", type=Path, default=REPO_DIR)
     parser.add_argument("--only", nargs="*", help="names of inputs to dump (default: all)")
+    parser.add_argument("--lake", action="store_true", help="a Parquet lake on 2 local workers, not a database")
     args = parser.parse_args()
     chosen = {k: v for k, v in inputs().items() if not args.only or k in args.only}
     with tempfile.TemporaryDirectory() as work:
         for name, path in chosen.items():
-            db = Path(work) / f"{name}.duckdb"
-            run_cli(args.code_dir, "--db", str(db), "ingest", "-q", str(path), "--run", name)
-            run_cli(args.code_dir, "--db", str(db), "analyze", "-q", "--method", "all")
-            dump(db, args.out_dir / name)
+            if args.lake:
+                store = Path(work) / f"{name}.lake"
+                where = ("--lake", str(store), "--workers", "2")
+                run_cli(args.code_dir, "ingest", "-q", str(path), "--run", name, *where)
+                run_cli(args.code_dir, "analyze", "-q", "--method", "all", *where)
+            else:
+                store = Path(work) / f"{name}.duckdb"
+                run_cli(args.code_dir, "--db", str(store), "ingest", "-q", str(path), "--run", name)
+                run_cli(args.code_dir, "--db", str(store), "analyze", "-q", "--method", "all")
+            dump(store, args.out_dir / name, args.code_dir)
             print(f"{name}: dumped", flush=True)
     return 0
 
