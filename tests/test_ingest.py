@@ -259,16 +259,15 @@ def test_the_events_insert_has_an_order_keeping_parallel_plan(tmp_path):
     """DuckDB inserts in parallel and in order only through its batch insert, which any step
     of the plan that does not keep order rules out: an IN list of five or more names (as in
     is_device_category) is planned as a MARK join and made the insert an unordered one."""
-    from warehouse import sqlfiles
     from warehouse.connection import connect
-    from warehouse.ingest import _with_file_columns
+    from warehouse.ingest import _events_sql, with_file_columns
     from warehouse.traceio import read_trace
 
     trace = read_trace(every_kind_trace(TraceBuilder(rank=0)).write(tmp_path / "rank-0.json"))
     con = connect(tmp_path / "plan.duckdb")
     con.execute("SET threads = 2")
-    typed_events = _with_file_columns(trace, trace.events)  # noqa: F841 (read by the SQL)
-    plan = con.execute("EXPLAIN " + sqlfiles.load("ingest/events.sql"), {"run_id": 1, "origin_ts": 0}).fetchall()[0][1]
+    typed_events = with_file_columns(trace, trace.events)  # noqa: F841 (read by the SQL)
+    plan = con.execute("EXPLAIN " + _events_sql(), {"run_id": 1, "origin_ts": 0}).fetchall()[0][1]
     assert "Batch Insert" in plan
     con.close()
 

@@ -31,6 +31,9 @@ REPORTS = ("hotspots", "cpcr", "runs", "kernel_breakdown", "idle_time", "percent
 QUERIES = (
     "SELECT * EXCLUDE (run_id) FROM critical_path ORDER BY ALL",
     "SELECT rank, count(*), sum(dur_us), min(ts_us), max(end_us), count(DISTINCT args) FROM events GROUP BY rank ORDER BY ALL",
+    # every stored column of every event, the lossless ones (ts_raw, args, extra) included
+    "SELECT rank, count(*), bit_xor(hash(event_id, name, cat, ph, ts_us, dur_us, pid, tid, stream, correlation, "
+    "external_id, ts_raw, args, extra)) FROM events GROUP BY rank ORDER BY ALL",
     "SELECT * EXCLUDE (run_id) FROM steps ORDER BY ALL",
     "SELECT * EXCLUDE (run_id, ingested_at, source_path) FROM traces ORDER BY ALL",
     "SELECT * EXCLUDE (run_id) FROM collective_instances ORDER BY ALL",

@@ -271,7 +271,7 @@ def insert_events(con, traces: list[ParsedTrace], run_id: int) -> None:
         # a --safe session resolves no Python names: each file is one insert through a view
         # (correct; its row groups only less full)
         for trace in traces:
-            _insert_registered(con, _with_file_columns(trace, trace.map_events()), params)
+            _insert_registered(con, with_file_columns(trace, trace.map_events()), params)
             trace.release_events()
         return
     left_over = None
@@ -285,7 +285,7 @@ def insert_events(con, traces: list[ParsedTrace], run_id: int) -> None:
 def _insert_whole_row_groups(con, trace: ParsedTrace, left_over: pa.Table | None, params: dict) -> pa.Table:
     """Insert the previous file's left-over rows and this file's rows up to the last whole row
     group; returns the rows after it, copied so that the file's mapping can go."""
-    rows = _with_file_columns(trace, trace.map_events())
+    rows = with_file_columns(trace, trace.map_events())
     if left_over is not None and left_over.num_rows:
         rows = pa.concat_tables([left_over, rows])
     whole = rows.num_rows - rows.num_rows % DUCKDB_ROW_GROUP_ROWS
@@ -296,7 +296,7 @@ def _insert_whole_row_groups(con, trace: ParsedTrace, left_over: pa.Table | None
     return left.take(pa.array(range(left.num_rows), pa.int64()))  # a copy: slices share buffers
 
 
-def _with_file_columns(trace: ParsedTrace, events: pa.Table) -> pa.Table:
+def with_file_columns(trace: ParsedTrace, events: pa.Table) -> pa.Table:
     """The file's typed events with its rank, time scale and offset as columns, so that one
     statement can insert rows of two files."""
     rows = events.num_rows
@@ -327,8 +327,9 @@ def _insert_registered(con, rows: pa.Table, params: dict) -> None:
 
 
 def _events_sql() -> str:
-    """sql/ingest/events.sql, which reads `typed_events`: rows of _with_file_columns."""
-    return sqlfiles.load("ingest/events.sql")
+    """The insert of sql/ingest/event_rows.sql, which reads `typed_events` (rows of
+    with_file_columns). BY NAME: the generated end_us is not one of the rows' columns."""
+    return "INSERT INTO events BY NAME\n" + sqlfiles.load("ingest/event_rows.sql")
 
 
 def _external_access(con) -> bool:

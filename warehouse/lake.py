@@ -270,14 +270,20 @@ def write_parquet(rows: pa.Table, path: Path) -> None:
         pq.write_table(rows, path, **options)
 
 
-def stage_tables(con, lake: Path, tables: tuple[str, ...], run: str, run_id: int, rank: int) -> Path:
-    """Write the (run, rank) partitions of `tables` into one staging folder; returns it."""
+def stage_tables(con, lake: Path, tables: tuple[str, ...], run: str, run_id: int, rank: int,
+                 given: dict[str, pa.Table] | None = None) -> Path:
+    """Write the (run, rank) partitions of `tables` into one staging folder; returns it. A
+    table in `given` is written from those rows (already as table_rows would make them), not
+    read from `con`."""
     staging = new_staging_dir(lake)
     columns = stored_columns(con, tables)
     for table in tables:
         folder = staging / table
         folder.mkdir()
-        write_parquet(table_rows(con, table, columns[table], run_id, rank), folder / PART_FILE)
+        rows = (given or {}).get(table)
+        if rows is None:
+            rows = table_rows(con, table, columns[table], run_id, rank)
+        write_parquet(rows, folder / PART_FILE)
     return staging
 
 

@@ -11,7 +11,7 @@ import duckdb
 
 @lru_cache(maxsize=None)
 def load(name: str, package: str = "sql") -> str:
-    """Text of `name` (a path like 'ingest/events.sql') inside `package`."""
+    """Text of `name` (a path like 'ingest/event_rows.sql') inside `package`."""
     return resources.files(package).joinpath(name).read_text(encoding="utf-8")
 
 

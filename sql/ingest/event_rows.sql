@@ -1,10 +1,9 @@
--- Rows of `events` from typed events: `typed_events` is an Arrow table of ingest.py (rows of
--- one or two trace files, made by sql/ingest/typed_events.sql in the parse worker, with each
--- file's rank, ts_scale and ts_offset_us as columns). No JSON is parsed here.
+-- The rows of `events` from typed events: `typed_events` is an Arrow table of ingest.py (rows
+-- of one or two trace files, made by sql/ingest/typed_events.sql in the parse worker, with
+-- each file's rank, ts_scale and ts_offset_us as columns). No JSON is parsed here. Ingest
+-- inserts them (warehouse/ingest.py, `_events_sql`: INSERT INTO events BY NAME, which leaves
+-- the generated end_us out); a lake's write task writes them to Parquet, sorted by time.
 -- Parameters: run_id, origin_ts.
--- end_us is a generated column: named lists keep it out of the insert.
-INSERT INTO events (run_id, rank, event_id, name, cat, ph, ts_us, dur_us, pid, tid, stream,
-                    correlation, external_id, ts_raw, args, extra)
 WITH located AS (
     SELECT
         *,
@@ -19,7 +18,7 @@ WITH located AS (
     FROM typed_events
 )
 SELECT
-    $run_id AS run_id,
+    CAST($run_id AS INTEGER) AS run_id,
     rank,
     event_id,
     name,
