@@ -239,15 +239,19 @@ def _analyze_locked(client, root: Path, run: str | None, methods: list[str], per
     settings_dict = asdict(settings or AnalysisSettings())
     threads = _threads_per_task(client)
     notes = []
-    if per_rank:
+    futures = []
+    if per_rank:  # with cross_rank, each task also hands its run's task the events it reads
         futures = [client.submit(lake_tasks.analyze_rank, str(root), r, rank, per_rank, window, settings_dict,
-                                 threads, pure=False) for r, rank in work]
+                                 threads, cross, pure=False) for r, rank in work]
         _gather(futures, "analyzing ranks", show_progress)
     if cross:  # after the per-rank tasks, which write the same partitions
         ranks = {r["name"]: [rank for r2, rank in work if r2["name"] == r["name"]] for r in chosen}
+        rank_results = {r["name"]: [f for (r2, _), f in zip(work, futures) if r2["name"] == r["name"]]
+                        for r in chosen}
         runs_with_ranks = [r for r in chosen if ranks[r["name"]]]
         run_threads = _threads_per_task(client, len(runs_with_ranks))
-        futures = [client.submit(lake_tasks.cross_rank_run, str(root), r, ranks[r["name"]], run_threads, pure=False)
+        futures = [client.submit(lake_tasks.cross_rank_run, str(root), r, ranks[r["name"]], run_threads,
+                                 rank_results[r["name"]], pure=False)
                    for r in runs_with_ranks]
         for done in _gather(futures, "analyzing runs", show_progress):
             notes += [f"  {line}" for line in done["lines"]]

@@ -166,13 +166,15 @@ def load_rank(con, root: Path, run: dict, rank: int, tables: tuple[str, ...],
 
 
 def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window: str | None,
-                 settings: dict, threads: int) -> dict | TaskFailure:
+                 settings: dict, threads: int, cross_rank: bool = False) -> dict | TaskFailure:
     """The analysis engine (analyze.analyze, unchanged) on one rank's partitions; publishes
-    the rank's analysis partitions (earlier results of other methods kept, as analyze does)."""
+    the rank's analysis partitions (earlier results of other methods kept, as analyze does).
+    With `cross_rank`, the result holds the rank's events that the run's cross-rank task
+    reads (sql/lake/cross_rank_events.sql), as an Arrow table."""
     from .analyze import AnalysisSettings, analyze
 
     root = Path(lake_dir)
-    con = _warehouse(threads, "analysis", "crossrank")
+    con = _warehouse(threads, "analysis", "crossrank", "lake")
     try:
         _insert_run(con, run)
         # not the cross-rank tables and files: the per-rank engine neither reads nor rewrites
@@ -186,7 +188,8 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
             if "nothing to analyze" not in str(exc):
                 raise
         windows, nodes = con.execute(
-            "SELECT (SELECT count(*) FROM analysis_windows), (SELECT count(*) FROM nodes)").fetchone()
+            "SELECT (SELECT count(*) FROM analysis_windows), (SELECT count(*) FROM nodes)").fetchall()[0]
+        comm_events = con.sql(sqlfiles.load("lake/cross_rank_events.sql")).to_arrow_table() if cross_rank else None
         staging = lake.stage_tables(con, root, lake.ANALYSIS_TABLES, run["name"], run["run_id"], rank)
         lake.carry_cross_rank_files(staging, root, run["name"], rank)
         lake.publish_staged(staging, root, lake.ANALYSIS_TABLES, run["name"], rank)
@@ -194,7 +197,7 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
         return TaskFailure(f"run {run['name']} rank {rank}: {exc}")
     finally:
         con.close()
-    return {"rank": rank, "windows": windows, "nodes": nodes}
+    return {"rank": rank, "windows": windows, "nodes": nodes, "cross_rank_events": comm_events}
 
 
 def _load_run(con, root: Path, run: dict, ranks: list[int], table: str, method: str | None = None) -> None:
@@ -237,12 +240,14 @@ CROSS_RANK_INPUTS = ("steps", "traces", "analysis_windows")
 CROSS_RANK_OUTPUTS = lake.CROSS_RANK_TABLES + ("traces",)
 
 
-def cross_rank_run(lake_dir: str, run: dict, ranks: list[int], threads: int) -> dict | TaskFailure:
+def cross_rank_run(lake_dir: str, run: dict, ranks: list[int], threads: int,
+                   rank_results: list[dict | TaskFailure]) -> dict | TaskFailure:
     """The cross-rank stages of one run (crossrank.analyze_cross_rank, unchanged) over its
-    ranks' partitions, once analyze_rank has written every rank's ctda path: the per-rank
-    engine runs in parallel and only the matching and the joined path wait for all ranks.
-    Publishes each rank's cross-rank partitions, traces (clock offsets) and the cross-rank
-    path's files beside the per-rank paths."""
+    ranks' partitions and the events its ranks' analyze tasks handed over (`rank_results`),
+    once analyze_rank has written every rank's ctda path: the per-rank engine runs in
+    parallel and only the matching and the joined path wait for all ranks. Publishes each
+    rank's cross-rank partitions, traces (clock offsets) and the cross-rank path's files
+    beside the per-rank paths."""
     from .crossrank import METHOD, analyze_cross_rank
     from .transaction import transaction
 
@@ -254,10 +259,11 @@ def cross_rank_run(lake_dir: str, run: dict, ranks: list[int], threads: int) -> 
             _load_run(con, root, run, ranks, table)
         for table in lake.CROSS_RANK_PATH_TABLES:
             _load_run(con, root, run, ranks, table, method="ctda")
-        for rank in ranks:  # a rank at a time: one statement over every rank's files took twice as long
-            events = [str(f) for f in lake.partition_files(root, "events", run["name"], rank)]
-            if events:
-                con.execute(sqlfiles.load("lake/cross_rank_events.sql"), {"rank": rank, "files": events})
+        for result in rank_results:
+            if isinstance(result, TaskFailure):
+                return result
+            comm_events = result["cross_rank_events"]  # noqa: F841 (read by the SQL)
+            con.execute("INSERT INTO events BY NAME SELECT * FROM comm_events")
         with transaction(con):
             summary = analyze_cross_rank(con, run["run_id"], [METHOD])
         for rank, tables, paths in _stage_ranks(con, root, run, ranks, threads):
