@@ -124,7 +124,7 @@ def _event_rows(con, parsed, run: dict):
     them back sorted took 0.6 s of a 480k-event rank; this, 0.45 s."""
     from .ingest import with_file_columns
 
-    typed_events = with_file_columns(parsed, parsed.map_events())  # noqa: F841 (read by the SQL)
+    typed_events = with_file_columns(parsed, parsed.map_events())  # read by the SQL
     # the origin as ingest binds it: the runs table's DECIMAL(38, 6)
     origin = con.execute("SELECT origin_ts FROM runs WHERE run_id = ?", [run["run_id"]]).fetchall()[0][0]
     columns = [c for c in lake.stored_columns(con, ("events",))["events"] if c != "rank"]
@@ -133,6 +133,10 @@ def _event_rows(con, parsed, run: dict):
                    f"ORDER BY {', '.join(lake.SORT_KEYS['events'])}",
                    params={"run_id": run["run_id"], "origin_ts": origin})
     event_rows = rows.to_arrow_table()
+    # the mapping goes: the parsed trace stays in the worker's memory (the parse task's
+    # result) until the batch is written
+    del typed_events, rows
+    parsed.release_events()
     con.execute(sqlfiles.load("lake/derive_events.sql"))  # reads event_rows
     return event_rows.drop_columns(["rank"])
 
