@@ -147,6 +147,26 @@ def test_analyzing_one_method_again_keeps_the_cross_rank_path_once(lake_cli, tmp
     _assert_same(lake_cli, db, lake)
 
 
+def test_a_lake_with_the_cross_rank_path_in_its_per_rank_files_is_analyzed_without_duplicates(lake_cli, tmp_path):
+    """Lakes written before the cross-rank path had files of its own hold its rows in each
+    rank's part-0.parquet; analysing such a lake again gives the database's results, each
+    cross-rank row once."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = _two_rank_folder(tmp_path / "small")
+    db, lake = tmp_path / "w.duckdb", tmp_path / "lake"
+    _build_both(lake_cli, db, lake, [str(folder)])
+    for table in lakemod.CROSS_RANK_PATH_TABLES:  # back to the older layout
+        for rank_folder in (lake / table / "run=small").iterdir():
+            part, cross = rank_folder / lakemod.PART_FILE, rank_folder / lakemod.CROSS_RANK_FILE
+            pq.write_table(pa.concat_tables([pq.read_table(part), pq.read_table(cross)]), part)
+            cross.unlink()
+    again = lake_cli("analyze", "-q", "--lake", str(lake))
+    assert again.code == 0, again.err
+    _assert_same(lake_cli, db, lake)
+
+
 def test_rank_filter_prunes_partitions(lake_cli, tmp_path):
     lake = tmp_path / "lake"
     assert lake_cli("ingest", "-q", str(_two_rank_folder(tmp_path / "small")), "--lake", str(lake)).code == 0
