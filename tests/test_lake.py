@@ -167,6 +167,25 @@ def test_a_lake_with_the_cross_rank_path_in_its_per_rank_files_is_analyzed_witho
     _assert_same(lake_cli, db, lake)
 
 
+def test_the_cross_rank_files_are_carried_over_on_a_file_system_without_hard_links(tmp_path, monkeypatch):
+    """A rank's analyze task links the cross-rank path's files into the partition it
+    publishes; where the lake's file system has no hard links it copies them."""
+    lake, staging = tmp_path / "lake", tmp_path / "staging"
+    for table in lakemod.CROSS_RANK_PATH_TABLES:
+        held = lakemod.partition_dir(lake, table, "r", 3)
+        held.mkdir(parents=True)
+        (held / lakemod.CROSS_RANK_FILE).write_bytes(f"{table} rows".encode())
+        (staging / table).mkdir(parents=True)
+
+    def no_links(*_):
+        raise OSError("Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    lakemod.carry_cross_rank_files(staging, lake, "r", 3)
+    for table in lakemod.CROSS_RANK_PATH_TABLES:
+        assert (staging / table / lakemod.CROSS_RANK_FILE).read_bytes() == f"{table} rows".encode()
+
+
 def test_rank_filter_prunes_partitions(lake_cli, tmp_path):
     lake = tmp_path / "lake"
     assert lake_cli("ingest", "-q", str(_two_rank_folder(tmp_path / "small")), "--lake", str(lake)).code == 0
