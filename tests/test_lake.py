@@ -186,6 +186,26 @@ def test_the_cross_rank_files_are_carried_over_on_a_file_system_without_hard_lin
         assert (staging / table / lakemod.CROSS_RANK_FILE).read_bytes() == f"{table} rows".encode()
 
 
+def test_a_lake_under_a_key_value_folder_gives_the_same_results(lake_cli, tmp_path):
+    """Views and the cross-rank task read run and rank from the partition folders; a folder
+    named key=value above the lake (job=1) changes nothing."""
+    folder = _two_rank_folder(tmp_path / "small")
+    db, lake = tmp_path / "w.duckdb", tmp_path / "job=1" / "lake"
+    _build_both(lake_cli, db, lake, [str(folder)])
+    _assert_same(lake_cli, db, lake)
+
+
+@pytest.mark.parametrize("above", ["rank=9", "run=old"])
+def test_a_lake_under_a_folder_named_like_its_partitions_is_refused(lake_cli, tmp_path, above):
+    """DuckDB reads key=value from every folder of a path and keeps the first: under rank=9
+    every file would read as rank 9. One clear line instead, and nothing written."""
+    lake = tmp_path / above / "lake"
+    result = lake_cli("ingest", "-q", str(_two_rank_folder(tmp_path / "small")), "--lake", str(lake))
+    assert result.code != 0 and len(result.err.strip().splitlines()) == 1
+    assert f"the folder '{above}' in its path would be read as the lake's own run or rank" in result.err
+    assert not lake.exists()
+
+
 def test_rank_filter_prunes_partitions(lake_cli, tmp_path):
     lake = tmp_path / "lake"
     assert lake_cli("ingest", "-q", str(_two_rank_folder(tmp_path / "small")), "--lake", str(lake)).code == 0

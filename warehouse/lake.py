@@ -91,10 +91,19 @@ def check_run_name(name: str) -> str:
     return name
 
 
+# DuckDB's hive partitioning reads key=value from every folder of a file's path and keeps the
+# first: a lake under a folder named rank=9 would read every file as rank 9.
+_PARTITION_KEYS = ("run", "rank")
+
+
 def lake_path(value: str | Path, must_exist: bool = False) -> Path:
     path = Path(value).expanduser().resolve()
     if "'" in str(path) or any(ord(c) < 32 for c in str(path)):
         raise CtdaError(f"lake folder {value!r}: quotes and control characters are not allowed in its path")
+    for part in path.parts:
+        if part.partition("=")[1] and part.partition("=")[0].lower() in _PARTITION_KEYS:
+            raise CtdaError(f"lake folder {value}: the folder {part!r} in its path would be read as the lake's "
+                            "own run or rank partition; put the lake under a folder without run= or rank=")
     if path.exists() and not path.is_dir():
         raise CtdaError(f"lake {value}: not a folder")
     if must_exist and not (path / RUNS_FILE).is_file():
