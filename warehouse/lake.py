@@ -365,11 +365,19 @@ def write_runs(lake: Path, runs: list[dict]) -> None:
 
 # ---- reading -------------------------------------------------------------------------------
 
-def _literal(path: Path) -> str:
+def duckdb_path(path: Path | str) -> str:
+    """`path` as DuckDB's file readers take it literally: they expand * ? [ ] in every path
+    they are given (a lake under exp[1]/ found no file), so each of those is written as a
+    class of one character ([[] for [)."""
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in str(path))
+
+
+def _literal(path: Path, pattern: str = "") -> str:
+    """A SQL string of `path` read literally, then `pattern` (a glob below it)."""
     text = str(path)
     if "'" in text or any(ord(c) < 32 for c in text):  # lake_path refuses these; belt and braces
         raise CtdaError(f"lake path {text!r} cannot be read")
-    return f"'{text}'"
+    return f"'{duckdb_path(text)}{pattern}'"
 
 
 def _typed_select(con, table: str, source: str) -> str:
@@ -397,7 +405,7 @@ def attach_views(con: duckdb.DuckDBPyConnection, lake: Path) -> list[str]:
     for table in PARTITIONED:
         if not any((lake / table).glob("run=*/rank=*/*.parquet")):
             continue
-        glob = _literal(lake / table / "run=*" / "rank=*" / "*.parquet")
+        glob = _literal(lake / table, "/run=*/rank=*/*.parquet")
         source = (f"read_parquet({glob}, hive_partitioning = true, "
                   "hive_types = {'run': VARCHAR, 'rank': INTEGER}, union_by_name = true)")
         _replace_with_view(con, table, source)
