@@ -48,6 +48,16 @@ def test_meta_load_csv_keyed_by_run_name(two_runs, run_cli, open_db):
     assert rows == [("a", 4, 0.1), ("b", 8, 0.2)]
 
 
+def test_meta_load_reads_a_file_whose_name_holds_glob_characters(two_runs, run_cli, open_db):
+    """DuckDB expands * ? [ ] in the paths its readers get: `exp[1].csv` is read as itself,
+    not as the pattern that matches `exp1.csv` beside it."""
+    _write_csv(two_runs / "exp1.csv", "name,world_size\nb,99\n")
+    path = _write_csv(two_runs / "exp[1].csv", "name,world_size\na,4\n")
+    result = run_cli("meta", "load", str(path), "--key", "name")
+    assert result.code == 0, result.err
+    assert open_db().execute("SELECT run, world_size FROM experiments").fetchall() == [("a", 4)]
+
+
 def test_reloading_updates_rows_and_keeps_other_columns(two_runs, run_cli, open_db):
     run_cli("meta", "load", str(_write_csv(two_runs / "exp.csv", "name,world_size,lr\na,4,0.1\n")), "--key", "name")
     newer = two_runs / "newer.json"

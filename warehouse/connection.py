@@ -26,6 +26,13 @@ DEFAULT_MEMORY_LIMIT = "1.5GB"
 _MEMORY_SIZE = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
 
 
+def duckdb_path(path: Path | str) -> str:
+    """`path` as DuckDB's file readers take it literally: they expand * ? [ ] in every path
+    they are given (a lake under exp[1]/ found no file), so each of those is written as a
+    class of one character ([[] for [)."""
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in str(path))
+
+
 def resolve_db_path(cli_value: str | None = None) -> Path:
     """--db FILE, else $CTDA_DB, else `database` of the settings file, else ./ctda.duckdb."""
     from .config import load_config

@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 
 from . import sqlfiles
+from .connection import duckdb_path
 from .errors import CtdaError
 
 _READERS = {".csv": "read_csv", ".json": "read_json_auto", ".parquet": "read_parquet"}
@@ -40,7 +41,8 @@ def _stage(con, path: Path) -> None:
         raise CtdaError(f"{path}: no such file")
     try:
         # the reader is chosen from a fixed table; the path is a bound parameter
-        con.execute(f"CREATE OR REPLACE TEMP TABLE staged_experiments AS SELECT * FROM {reader}(?)", [str(path)])
+        con.execute(f"CREATE OR REPLACE TEMP TABLE staged_experiments AS SELECT * FROM {reader}(?)",
+                    [duckdb_path(path)])
     except duckdb.Error as exc:
         raise CtdaError(f"{path}: cannot read it ({str(exc).splitlines()[0]})") from None
 

@@ -34,6 +34,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .connection import duckdb_path
 from .errors import CtdaError
 
 RUNS_FILE = "runs.parquet"
@@ -364,13 +365,6 @@ def write_runs(lake: Path, runs: list[dict]) -> None:
 
 
 # ---- reading -------------------------------------------------------------------------------
-
-def duckdb_path(path: Path | str) -> str:
-    """`path` as DuckDB's file readers take it literally: they expand * ? [ ] in every path
-    they are given (a lake under exp[1]/ found no file), so each of those is written as a
-    class of one character ([[] for [)."""
-    return "".join(f"[{c}]" if c in "*?[]" else c for c in str(path))
-
 
 def _literal(path: Path, pattern: str = "") -> str:
     """A SQL string of `path` read literally, then `pattern` (a glob below it)."""

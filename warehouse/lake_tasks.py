@@ -16,6 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from . import lake, sqlfiles
+from .connection import duckdb_path
 from .errors import CtdaError
 from .ingest import IngestResult, derive_trace
 
@@ -156,7 +157,7 @@ def load_rank(con, root: Path, run: dict, rank: int, tables: tuple[str, ...],
     had files of its own) unless `cross_rank`. DuckDB reads the Parquet itself: ~35% faster
     than through pyarrow tables on a 480k-event rank."""
     for table in tables:
-        files = [lake.duckdb_path(f) for f in lake.partition_files(root, table, run["name"], rank, cross_rank)]
+        files = [duckdb_path(f) for f in lake.partition_files(root, table, run["name"], rank, cross_rank)]
         if not files:
             continue
         columns = "*"
@@ -210,7 +211,7 @@ def _load_run(con, root: Path, run: dict, ranks: list[int], table: str, method: 
     """The partitions of `table` of the run's `ranks` (only the rows of `method` when given),
     in one statement: DuckDB reads the files in parallel, the rank is the partition folder's
     name. Without the cross-rank path's own files."""
-    files = [lake.duckdb_path(f) for rank in ranks for f in lake.partition_files(root, table, run["name"], rank, False)]
+    files = [duckdb_path(f) for rank in ranks for f in lake.partition_files(root, table, run["name"], rank, False)]
     if not files:
         return
     where, params = ("", {"files": files}) if method is None else (" WHERE method = $method",
