@@ -146,7 +146,10 @@ def lock_out_files(con: duckdb.DuckDBPyConnection, allowed: Path | None = None,
         paths = [str(allowed), f"{allowed}.wal", f"{allowed}.wal.checkpoint"]
         con.execute("SET allowed_paths = ?", [paths])
     if allowed_folder is not None:
-        con.execute("SET allowed_directories = ?", [[str(allowed_folder) + os.sep]])
+        # DuckDB checks the path it is given as well as each file it finds: the lake's views
+        # give the folder escaped (duckdb_path) where its name holds * ? [ ]
+        folders = sorted({str(allowed_folder) + os.sep, duckdb_path(allowed_folder) + os.sep})
+        con.execute("SET allowed_directories = ?", [folders])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
 
