@@ -124,11 +124,9 @@ def ranks_of(lake: Path, table: str, run: str) -> list[int]:
     return sorted(int(m.group(1)) for m in found if m)
 
 
-def partition_files(lake: Path, table: str, run: str, rank: int, cross_rank: bool = True) -> list[Path]:
-    """The partition's files; without the cross-rank path's file when `cross_rank` is false."""
+def partition_files(lake: Path, table: str, run: str, rank: int) -> list[Path]:
     folder = partition_dir(lake, table, run, rank)
-    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
-    return files if cross_rank else [f for f in files if f.name != CROSS_RANK_FILE]
+    return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
 
 
 def new_staging_dir(lake: Path) -> Path:

@@ -150,26 +150,25 @@ def _event_rows(con, parsed, run: dict):
 ENGINE_UNREAD_EVENT_COLUMNS = ("extra", "ts_raw")
 
 
-def load_rank(con, root: Path, run: dict, rank: int, tables: tuple[str, ...],
-              unread_event_columns: tuple[str, ...] = (), cross_rank: bool = True) -> None:
-    """The (run, rank) partitions of `tables` into the warehouse tables of `con`; without the
-    cross-rank path (its files, and its rows in the per-rank files of a lake written before it
-    had files of its own) unless `cross_rank`. DuckDB reads the Parquet itself: ~35% faster
-    than through pyarrow tables on a 480k-event rank."""
-    for table in tables:
-        files = [duckdb_path(f) for f in lake.partition_files(root, table, run["name"], rank, cross_rank)]
-        if not files:
-            continue
-        columns = "*"
-        if table == "events" and unread_event_columns:
-            columns = f"* EXCLUDE ({', '.join(unread_event_columns)})"
-        where = " WHERE method <> 'cross_rank'" if not cross_rank and table in lake.CROSS_RANK_PATH_TABLES else ""
-        # the files' own folders say run=/rank=: not columns of the warehouse tables. Rows stay
-        # in the files' time order: no statement of the engine reads them in table order, and
-        # sorting a rank's events back into file order was a third of its load
-        con.execute(f'INSERT INTO "{table}" BY NAME SELECT {columns}, CAST($rank AS INTEGER) AS rank '
-                    f'FROM read_parquet($files, union_by_name = true, hive_partitioning = false){where}',
-                    {"rank": rank, "files": files})
+def load_partitions(con, root: Path, run: dict, ranks: list[int], table: str, unread: tuple[str, ...] = (),
+                    methods: list[str] | None = None) -> None:
+    """The partitions of `table` of the run's `ranks` into the warehouse table of `con`, in
+    one statement (DuckDB reads the files in parallel; each row's rank is its partition
+    folder's name), without the cross-rank path's own files and the `unread` columns; only the
+    rows of `methods` when given. DuckDB reads the Parquet itself: ~35% faster than through pyarrow tables on a
+    480k-event rank. Rows stay in the files' order: no statement of the engine reads them in
+    table order, and sorting a rank's events back into file order was a third of its load."""
+    files = [duckdb_path(f) for rank in ranks for f in lake.partition_files(root, table, run["name"], rank)
+             if f.name != lake.CROSS_RANK_FILE]
+    if not files:
+        return
+    where, params = "", {"files": files}
+    if methods is not None:
+        where, params = " WHERE list_contains($methods, method)", {**params, "methods": methods}
+    con.execute(f'INSERT INTO "{table}" BY NAME SELECT * EXCLUDE ({", ".join(("filename", *unread))}), '
+                "CAST(regexp_extract(filename, '/rank=(-?[0-9]+)/[^/]*$', 1) AS INTEGER) AS rank "
+                "FROM read_parquet($files, union_by_name = true, hive_partitioning = false, filename = true)"
+                f"{where}", params)
 
 
 def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window: str | None,
@@ -178,16 +177,20 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
     the rank's analysis partitions (earlier results of other methods kept, as analyze does).
     With `cross_rank`, the result holds the rank's events that the run's cross-rank task
     reads (sql/lake/cross_rank_events.sql), as an Arrow table."""
-    from .analyze import AnalysisSettings, analyze
+    from .analyze import METHODS, AnalysisSettings, analyze
+    from .crossrank import per_rank_methods
 
     root = Path(lake_dir)
     con = _warehouse(threads, "analysis", "crossrank", "lake")
     try:
         _insert_run(con, run)
-        # not the cross-rank tables and files: the per-rank engine neither reads nor rewrites
-        # them, and publishing carries the cross-rank path's files over
-        load_rank(con, root, run, rank, lake.INGEST_TABLES + lake.ANALYSIS_TABLES, ENGINE_UNREAD_EVENT_COLUMNS,
-                  cross_rank=False)
+        # not the cross-rank tables, files and rows (those in the per-rank files of a lake
+        # written before the cross-rank path had files of its own): the per-rank engine neither
+        # reads nor rewrites them, and publishing carries the cross-rank path's files over
+        for table in lake.INGEST_TABLES + lake.ANALYSIS_TABLES:
+            unread = ENGINE_UNREAD_EVENT_COLUMNS if table == "events" else ()
+            load_partitions(con, root, run, [rank], table, unread,
+                            per_rank_methods(list(METHODS)) if table in lake.CROSS_RANK_PATH_TABLES else None)
         try:  # all of the rank's methods in one pass of the engine, as analyze does on a database
             analyze(con, run=run["name"], method=methods, window_prefix=window, show_progress=False,
                     settings=AnalysisSettings(**settings))
@@ -205,21 +208,6 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
     finally:
         con.close()
     return {"rank": rank, "windows": windows, "nodes": nodes, "cross_rank_events": comm_events}
-
-
-def _load_run(con, root: Path, run: dict, ranks: list[int], table: str, method: str | None = None) -> None:
-    """The partitions of `table` of the run's `ranks` (only the rows of `method` when given),
-    in one statement: DuckDB reads the files in parallel, the rank is the partition folder's
-    name. Without the cross-rank path's own files."""
-    files = [duckdb_path(f) for rank in ranks for f in lake.partition_files(root, table, run["name"], rank, False)]
-    if not files:
-        return
-    where, params = ("", {"files": files}) if method is None else (" WHERE method = $method",
-                                                                    {"files": files, "method": method})
-    con.execute(f'INSERT INTO "{table}" BY NAME SELECT * EXCLUDE (filename), '
-                "CAST(regexp_extract(filename, '/rank=(-?[0-9]+)/[^/]*$', 1) AS INTEGER) AS rank "
-                "FROM read_parquet($files, union_by_name = true, hive_partitioning = false, filename = true)"
-                f"{where}", params)
 
 
 def _stage_ranks(con, root: Path, run: dict, ranks: list[int], threads: int) -> list[tuple[int, Path, Path]]:
@@ -263,9 +251,9 @@ def cross_rank_run(lake_dir: str, run: dict, ranks: list[int], threads: int,
     try:
         _insert_run(con, run)
         for table in CROSS_RANK_INPUTS:
-            _load_run(con, root, run, ranks, table)
+            load_partitions(con, root, run, ranks, table)
         for table in lake.CROSS_RANK_PATH_TABLES:
-            _load_run(con, root, run, ranks, table, method="ctda")
+            load_partitions(con, root, run, ranks, table, methods=["ctda"])
         for result in rank_results:
             if isinstance(result, TaskFailure):
                 return result
