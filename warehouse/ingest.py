@@ -265,8 +265,7 @@ def insert_events(con, traces: list[ParsedTrace], run_id: int) -> None:
     checkpoint's vacuum, leaving free blocks: ~40% of a 16-rank database with one per thread."""
     if not traces:
         return
-    origin = con.execute("SELECT origin_ts FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
-    params = {"run_id": run_id, "origin_ts": origin}
+    params = event_rows_params(con, run_id)
     if not _external_access(con):
         # a --safe session resolves no Python names: each file is one insert through a view
         # (correct; its row groups only less full)
@@ -326,10 +325,23 @@ def _insert_registered(con, rows: pa.Table, params: dict) -> None:
             con.unregister("typed_events")
 
 
+def event_rows_sql() -> str:
+    """sql/ingest/event_rows.sql, the SELECT of the events rows from `typed_events` (rows of
+    with_file_columns), without its closing ';' so that a statement can hold it."""
+    return sqlfiles.load("ingest/event_rows.sql").rstrip().removesuffix(";")
+
+
+def event_rows_params(con, run_id: int) -> dict:
+    """event_rows_sql's parameters for a run: the origin as the runs table holds it (its
+    DECIMAL(38, 6) decides the exact type of each ts_us computation)."""
+    origin = con.execute("SELECT origin_ts FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
+    return {"run_id": run_id, "origin_ts": origin}
+
+
 def _events_sql() -> str:
-    """The insert of sql/ingest/event_rows.sql, which reads `typed_events` (rows of
-    with_file_columns). BY NAME: the generated end_us is not one of the rows' columns."""
-    return "INSERT INTO events BY NAME\n" + sqlfiles.load("ingest/event_rows.sql")
+    """The insert of event_rows_sql. BY NAME: the generated end_us is not one of the rows'
+    columns."""
+    return "INSERT INTO events BY NAME\n" + event_rows_sql()
 
 
 def _external_access(con) -> bool:

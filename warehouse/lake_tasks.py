@@ -123,16 +123,12 @@ def _event_rows(con, parsed, run: dict):
     their partition is, without `rank`; the warehouse's `events` gets the columns that
     deriving threads and steps reads (sql/lake/derive_events.sql). Inserting every row to read
     them back sorted took 0.6 s of a 480k-event rank; this, 0.45 s."""
-    from .ingest import with_file_columns
+    from .ingest import event_rows_params, event_rows_sql, with_file_columns
 
     typed_events = with_file_columns(parsed, parsed.map_events())  # read by the SQL
-    # the origin as ingest binds it: the runs table's DECIMAL(38, 6)
-    origin = con.execute("SELECT origin_ts FROM runs WHERE run_id = ?", [run["run_id"]]).fetchall()[0][0]
     columns = [c for c in lake.stored_columns(con, ("events",))["events"] if c != "rank"]
-    select = sqlfiles.load("ingest/event_rows.sql").rstrip().removesuffix(";")
-    rows = con.sql(f"SELECT {', '.join(columns)}, rank FROM ({select}) "
-                   f"ORDER BY {', '.join(lake.SORT_KEYS['events'])}",
-                   params={"run_id": run["run_id"], "origin_ts": origin})
+    rows = con.sql(f"SELECT {', '.join(columns)}, rank FROM ({event_rows_sql()}) "
+                   f"ORDER BY {', '.join(lake.SORT_KEYS['events'])}", params=event_rows_params(con, run["run_id"]))
     event_rows = rows.to_arrow_table()
     # the mapping goes: the parsed trace stays in the worker's memory (the parse task's
     # result) until the batch is written
