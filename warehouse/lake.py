@@ -102,7 +102,8 @@ def lake_path(value: str | Path, must_exist: bool = False) -> Path:
     if "'" in str(path) or any(ord(c) < 32 for c in str(path)):
         raise CtdaError(f"lake folder {value!r}: quotes and control characters are not allowed in its path")
     for part in path.parts:
-        if part.partition("=")[1] and part.partition("=")[0].lower() in _PARTITION_KEYS:
+        key, equals, _ = part.partition("=")
+        if equals and key.lower() in _PARTITION_KEYS:
             raise CtdaError(f"lake folder {value}: the folder {part!r} in its path would be read as the lake's "
                             "own run or rank partition; put the lake under a folder without run= or rank=")
     if path.exists() and not path.is_dir():
