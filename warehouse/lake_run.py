@@ -35,6 +35,7 @@ _SCHEDULER = re.compile(r"(tcp|tls|inproc|ws|wss)://[^\s/]+")
 def dask_client(workers: int | None = None, scheduler: str | None = None):
     """A Client of the cluster at `scheduler`, else of a new LocalCluster of `workers`
     processes (default: the machine's cores), one thread each."""
+    import dask
     from distributed import Client, LocalCluster
 
     if scheduler is not None:
@@ -51,8 +52,12 @@ def dask_client(workers: int | None = None, scheduler: str | None = None):
         return
     if workers is not None and workers < 1:
         raise CtdaError("--workers must be at least 1")
-    cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                           dashboard_address=":0", silence_logs=logging.ERROR)
+    # forkserver: the workers fork from a fresh interpreter that imported distributed once
+    # (never from this process, whose DuckDB may hold threads), and they exit ~0.2 s sooner
+    # at close than spawned ones
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                               dashboard_address=":0", silence_logs=logging.ERROR)
     try:
         with Client(cluster) as client:
             yield client

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow.compute as pc
+
 from . import lake, sqlfiles
 from .connection import duckdb_path
 from .errors import CtdaError
@@ -127,12 +129,17 @@ def _event_rows(con, parsed, run: dict):
 
     typed_events = with_file_columns(parsed, parsed.map_events())  # read by the SQL
     columns = [c for c in lake.stored_columns(con, ("events",))["events"] if c != "rank"]
-    rows = con.sql(f"SELECT {', '.join(columns)}, rank FROM ({event_rows_sql()}) "
-                   f"ORDER BY {', '.join(lake.SORT_KEYS['events'])}", params=event_rows_params(con, run["run_id"]))
-    event_rows = rows.to_arrow_table()
+    rows = con.sql(f"SELECT {', '.join(columns)}, rank FROM ({event_rows_sql()})",
+                   params=event_rows_params(con, run["run_id"]))
+    # sorted by Arrow: the sort keys' indices, then one take of the wide rows (0.24-0.27 s a
+    # 480k-event rank, against 0.32-0.33 s for DuckDB's ORDER BY of the wide rows); NULL
+    # times last (Arrow's default), as DuckDB sorts them
+    unsorted = rows.to_arrow_table()
+    order = pc.sort_indices(unsorted, sort_keys=[(key, "ascending") for key in lake.SORT_KEYS["events"]])
+    event_rows = unsorted.take(order)
     # the mapping goes: the parsed trace stays in the worker's memory (the parse task's
     # result) until the batch is written
-    del typed_events, rows
+    del typed_events, rows, unsorted, order
     parsed.release_events()
     con.execute(sqlfiles.load("lake/derive_events.sql"))  # reads event_rows
     return event_rows.drop_columns(["rank"])
