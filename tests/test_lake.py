@@ -481,6 +481,10 @@ def test_the_shell_reads_a_lake_and_refuses_to_write_it(lake_cli, tmp_path):
             assert ranks == [(0,), (1,)]
             with pytest.raises(Exception, match="a lake is read-only in the shell"):
                 run_dot_command(state, f".ingest {tmp_path / 'small'}")
+            # the views keep their tables' descriptions, as a database's tables have them
+            described, columns = run_dot_command(state, ".schema events")
+            assert described.message.startswith("events: every traceEvent of every file")
+            assert columns.rows and all(row[columns.columns.index("description")] for row in columns.rows)
     finally:
         state.con.close()
 

@@ -75,7 +75,7 @@ class Warehouse:
         if self._con is None and self.lake is not None:
             from .lake import open_lake
 
-            self._con = open_lake(self.lake, for_sql=self._udfs_for, safe=self.safe)
+            self._con = open_lake(self.lake, for_sql=self._udfs_for, safe=self.safe, macros_for=self._macros_for)
         elif self._con is None:
             self._con = connect(self.path, read_only=self.read_only, for_sql=self._udfs_for, safe=self.safe,
                                 macros_for=self._macros_for)

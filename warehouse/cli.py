@@ -136,10 +136,10 @@ def _lake(args) -> Warehouse:
 
 
 def _reader(args, sql: str, macros_for: str) -> Warehouse:
-    """What query and report read: the lake's views, or the database opened read-only with
+    """What query and report read: the lake's views or the database opened read-only, with
     only the UDFs and macros `sql` names."""
     if args.lake is not None:
-        return Warehouse(lake=args.lake, read_only=True, udfs_for=sql, safe=args.safe)
+        return Warehouse(lake=args.lake, read_only=True, udfs_for=sql, safe=args.safe, macros_for=macros_for)
     return Warehouse(resolve_db_path(args.db), read_only=True, udfs_for=sql, safe=args.safe,
                      macros_for=macros_for)
 

@@ -53,8 +53,8 @@ def connect(path: Path | str, read_only: bool = False, for_sql: str | None = Non
     safe: SQL can reach no file but the warehouse itself (see lock_out_files).
     macros_for: the only SQL the connection will run (a one-shot query or report); only the
     macros and views it needs are made (see macro_statements). None makes them all.
-    scratch: an in-memory warehouse a lake task works in and drops, which nobody browses:
-    its tables get no COMMENTs (~0.1 s of the ~0.15 s its schema costs)."""
+    scratch: an in-memory warehouse that nobody browses (a lake task's, or a one-shot
+    command's over a lake): its tables get no COMMENTs (~0.1 s of the ~0.15 s its schema costs)."""
     path = Path(path)
     if scratch and str(path) != ":memory:":
         raise ValueError("only an in-memory warehouse can be a scratch one")
