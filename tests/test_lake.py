@@ -83,10 +83,13 @@ def _build_both(lake_cli, db: Path, lake: Path, paths: list[str], *ingest_args: 
     on_lake = lake_cli("ingest", "-q", *paths, *ingest_args, "--lake", str(lake))
     assert on_db.code == 0 and on_lake.code == 0, on_db.err + on_lake.err
     # every method: per_thread a task per rank, ctda and cross_rank a task per run
-    assert lake_cli("analyze", "-q", db=db).code == 0
+    on_db = lake_cli("analyze", "-q", db=db)
+    assert on_db.code == 0, on_db.err
     result = lake_cli("analyze", "-q", "--lake", str(lake))
     assert result.code == 0, result.err
     assert "cross_rank:" in result.out
+    # the summary the lake's tasks report: the database's windows, ranks, nodes and CPCRs
+    assert result.out == on_db.out
 
 
 def _assert_same(lake_cli, db: Path, lake: Path) -> None:

@@ -82,38 +82,60 @@ def analyze(
 ) -> str:
     """Materialize nodes, edges and critical_path; returns a one-paragraph summary."""
     methods = resolve_methods(method)
-    params = {
-        "run_id": _run_id(con, run), "window_prefix": window_prefix, "methods": crossrank.per_rank_methods(methods),
-        "sync_tolerance_us": settings.sync_tolerance_us, "wait_gap_us": settings.wait_gap_us,
-        "split_starved": settings.split_starved, "starve_gap_us": settings.starve_gap_us,
-    }
+    run_id = _run_id(con, run)
     with transaction(con):
-        _execute_stage(con, "seed_phase_rules.sql", {})
-        with progress_bar("analyzing", len(STAGES), show_progress) as advance:
-            for stage in STAGES:
-                _execute_stage(con, stage, params)
-                advance()
-        summary = _summary(con) + crossrank.analyze_cross_rank(con, params["run_id"], methods)
+        counts = run_stages(con, run_id, methods, window_prefix, show_progress, settings)
+        summary = summary_text(counts) + crossrank.analyze_cross_rank(con, run_id, methods)
     return summary
 
 
-def _summary(con) -> str:
-    windows, ranks, nodes = con.execute(
-        "SELECT count(*), count(DISTINCT (run_id, rank)), (SELECT count(*) FROM cp_nodes) FROM cp_windows"
-    ).fetchone()
-    if windows == 0:
-        raise CtdaError("nothing to analyze: no steps or windows matched (ingest traces first)")
-    lines = [f"analyzed {windows} windows of {ranks} rank(s): {nodes:,} nodes"]
-    nested = con.execute("SELECT nested_count FROM cp_nested_windows").fetchone()[0]
-    if nested:
-        lines.append(f"  warning: {nested} annotation(s) nested in another of the same prefix were not "
+def run_stages(con: duckdb.DuckDBPyConnection, run_id: int | None, methods: list[str],
+               window_prefix: str | None = None, show_progress: bool = False,
+               settings: AnalysisSettings = AnalysisSettings()) -> dict:
+    """The per-rank engine's stages, in the caller's transaction; returns the summary's
+    figures (analysis_counts), windows 0 when nothing matched."""
+    params = {
+        "run_id": run_id, "window_prefix": window_prefix, "methods": crossrank.per_rank_methods(methods),
+        "sync_tolerance_us": settings.sync_tolerance_us, "wait_gap_us": settings.wait_gap_us,
+        "split_starved": settings.split_starved, "starve_gap_us": settings.starve_gap_us,
+    }
+    _execute_stage(con, "seed_phase_rules.sql", {})
+    with progress_bar("analyzing", len(STAGES), show_progress) as advance:
+        for stage in STAGES:
+            _execute_stage(con, stage, params)
+            advance()
+    return analysis_counts(con)
+
+
+NO_WINDOWS = "nothing to analyze: no steps or windows matched (ingest traces first)"
+
+
+def analysis_counts(con) -> dict:
+    """The summary's figures (sql/analysis/summary.sql) from the tables the stages just made:
+    windows, ranks, nodes, nested, and paths (per method: cpcr_sum over its windows)."""
+    cursor = con.execute(sqlfiles.load("analysis/summary.sql"))
+    names = [d[0] for d in cursor.description]
+    return dict(zip(names, cursor.fetchall()[0]))
+
+
+def added_counts(counts: list[dict]) -> dict:
+    """The figures of analyses of disjoint windows (a lake's rank tasks) as one analysis's."""
+    totals: dict[str, dict] = {}
+    for path in (path for c in counts for path in c["paths"]):
+        total = totals.setdefault(path["method"], {"method": path["method"], "cpcr_sum": 0.0, "windows": 0})
+        total["cpcr_sum"] += path["cpcr_sum"]
+        total["windows"] += path["windows"]
+    added = {key: sum(c[key] for c in counts) for key in ("windows", "ranks", "nodes", "nested")}
+    return {**added, "paths": list(totals.values())}
+
+
+def summary_text(counts: dict) -> str:
+    if counts["windows"] == 0:
+        raise CtdaError(NO_WINDOWS)
+    lines = [f"analyzed {counts['windows']} windows of {counts['ranks']} rank(s): {counts['nodes']:,} nodes"]
+    if counts["nested"]:
+        lines.append(f"  warning: {counts['nested']} annotation(s) nested in another of the same prefix were not "
                      "windows of their own; each is analysed inside its outermost annotation")
-    for method, cpcr in con.execute(
-        "SELECT c.method, avg(p.path_us / x.window_us) FROM "
-        "(SELECT method, run_id, rank, step, sum(counted_us) AS path_us FROM critical_path "
-        " WHERE (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_windows) GROUP BY ALL) AS p "
-        "JOIN analysis_windows AS x USING (run_id, rank, step) "
-        "JOIN cp_methods AS c USING (method) GROUP BY c.method ORDER BY c.method"
-    ).fetchall():
-        lines.append(f"  {method}: mean CPCR {cpcr:.3f}")
+    for path in sorted(counts["paths"], key=lambda p: p["method"]):
+        lines.append(f"  {path['method']}: mean CPCR {path['cpcr_sum'] / path['windows']:.3f}")
     return "\n".join(lines)

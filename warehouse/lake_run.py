@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from . import lake, lake_tasks, sqlfiles
+from . import lake, lake_tasks
 from .errors import CtdaError
 from .ingest import IngestResult
 from .progress import progress_bar
@@ -230,7 +230,7 @@ def analyze_lake(client, lake_dir: str | Path, run: str | None = None, method: s
 
 def _analyze_locked(client, root: Path, run: str | None, methods: list[str], per_rank: list[str], cross: bool,
                     window: str | None, settings, show_progress: bool) -> str:
-    from .analyze import AnalysisSettings
+    from .analyze import NO_WINDOWS, AnalysisSettings, added_counts, summary_text
 
     lake.remove_stale_staging(root)  # safe: no other writer holds the lake
     runs = lake.read_runs(root)
@@ -240,37 +240,24 @@ def _analyze_locked(client, root: Path, run: str | None, methods: list[str], per
         raise CtdaError(f"no run named {run!r}; runs: {names}")
     work = [(r, rank) for r in chosen for rank in lake.ranks_of(root, "traces", r["name"])]
     if not work:
-        raise CtdaError("nothing to analyze: no steps or windows matched (ingest traces first)")
+        raise CtdaError(NO_WINDOWS)
     settings_dict = asdict(settings or AnalysisSettings())
     threads = _threads_per_task(client)
-    notes = []
-    futures = []
+    notes, futures, rank_results = [], [], []
     if per_rank:  # with cross_rank, each task also hands its run's task the events it reads
         futures = [client.submit(lake_tasks.analyze_rank, str(root), r, rank, per_rank, window, settings_dict,
                                  threads, cross, pure=False) for r, rank in work]
-        _gather(futures, "analyzing ranks", show_progress)
+        rank_results = _gather(futures, "analyzing ranks", show_progress)
     if cross:  # after the per-rank tasks, which write the same partitions
         ranks = {r["name"]: [rank for r2, rank in work if r2["name"] == r["name"]] for r in chosen}
-        rank_results = {r["name"]: [f for (r2, _), f in zip(work, futures) if r2["name"] == r["name"]]
+        rank_futures = {r["name"]: [f for (r2, _), f in zip(work, futures) if r2["name"] == r["name"]]
                         for r in chosen}
         runs_with_ranks = [r for r in chosen if ranks[r["name"]]]
         run_threads = _threads_per_task(client, len(runs_with_ranks))
-        futures = [client.submit(lake_tasks.cross_rank_run, str(root), r, ranks[r["name"]], run_threads,
-                                 rank_results[r["name"]], pure=False)
-                   for r in runs_with_ranks]
-        for done in _gather(futures, "analyzing runs", show_progress):
+        run_futures = [client.submit(lake_tasks.cross_rank_run, str(root), r, ranks[r["name"]], run_threads,
+                                     rank_futures[r["name"]], pure=False)
+                       for r in runs_with_ranks]
+        for done in _gather(run_futures, "analyzing runs", show_progress):
             notes += [f"  {line}" for line in done["lines"]]
-    con = lake.open_lake(root, for_sql="")
-    try:
-        windows, ranks_done, nodes = con.execute(sqlfiles.load("lake/analyze_counts.sql"),
-                                                 {"run_ids": [r["run_id"] for r in chosen]}).fetchone()
-        if not windows:
-            raise CtdaError("nothing to analyze: no steps or windows matched (ingest traces first)")
-        lines = [f"analyzed {windows} windows of {ranks_done} rank(s): {nodes:,} nodes"]
-        for name, cpcr in con.execute(sqlfiles.load("lake/analyze_summary.sql"),
-                                      {"run_ids": [r["run_id"] for r in chosen]}).fetchall():
-            if name != "cross_rank":
-                lines.append(f"  {name}: mean CPCR {cpcr:.3f}")
-    finally:
-        con.close()
-    return "\n".join(lines + notes)
+    # the summary the database's analyze prints, from the figures of the rank tasks
+    return "\n".join([summary_text(added_counts([result["counts"] for result in rank_results]))] + notes)

@@ -176,12 +176,13 @@ def load_partitions(con, root: Path, run: dict, ranks: list[int], table: str, un
 
 def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window: str | None,
                  settings: dict, threads: int, cross_rank: bool = False) -> dict | TaskFailure:
-    """The analysis engine (analyze.analyze, unchanged) on one rank's partitions; publishes
+    """The analysis engine (analyze.run_stages, as analyze runs it) on one rank's partitions; publishes
     the rank's analysis partitions (earlier results of other methods kept, as analyze does).
     With `cross_rank`, the result holds the rank's events that the run's cross-rank task
     reads (sql/lake/cross_rank_events.sql), as an Arrow table."""
-    from .analyze import METHODS, AnalysisSettings, analyze
+    from .analyze import METHODS, AnalysisSettings, run_stages
     from .crossrank import per_rank_methods
+    from .transaction import transaction
 
     root = Path(lake_dir)
     con = _warehouse(threads, "analysis", "crossrank", "lake")
@@ -194,14 +195,8 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
             unread = ENGINE_UNREAD_EVENT_COLUMNS if table == "events" else ()
             load_partitions(con, root, run, [rank], table, unread,
                             per_rank_methods(list(METHODS)) if table in lake.CROSS_RANK_PATH_TABLES else None)
-        try:  # all of the rank's methods in one pass of the engine, as analyze does on a database
-            analyze(con, run=run["name"], method=methods, window_prefix=window, show_progress=False,
-                    settings=AnalysisSettings(**settings))
-        except CtdaError as exc:
-            if "nothing to analyze" not in str(exc):
-                raise
-        windows, nodes = con.execute(
-            "SELECT (SELECT count(*) FROM analysis_windows), (SELECT count(*) FROM nodes)").fetchall()[0]
+        with transaction(con):  # all of the rank's methods in one pass of the engine, as on a database
+            counts = run_stages(con, run["run_id"], methods, window, settings=AnalysisSettings(**settings))
         comm_events = con.sql(sqlfiles.load("lake/cross_rank_events.sql")).to_arrow_table() if cross_rank else None
         staging = lake.stage_tables(con, root, lake.ANALYSIS_TABLES, run["name"], run["run_id"], rank)
         lake.carry_cross_rank_files(staging, root, run["name"], rank)
@@ -210,7 +205,7 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
         return TaskFailure(f"run {run['name']} rank {rank}: {exc}")
     finally:
         con.close()
-    return {"rank": rank, "windows": windows, "nodes": nodes, "cross_rank_events": comm_events}
+    return {"rank": rank, "counts": counts, "cross_rank_events": comm_events}
 
 
 def _stage_ranks(con, root: Path, run: dict, ranks: list[int], threads: int) -> list[tuple[int, Path, Path]]:
