@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_helpers import analyzed, cpcr, path_event_names
+from engine_helpers import analyzed, cpcr, path_event_names, path_labels
 from invariants import broken_invariants
 from warehouse.analyze import AnalysisSettings
 from warehouse.tracebuilder import TraceBuilder
@@ -108,6 +108,35 @@ def test_a_launch_after_two_syncs_returning_at_once_belongs_to_the_later_ones_no
         "WHERE e.method = 'ctda' AND e.type = 'call' AND d.label = 'kernel_b'").fetchall()
     assert launcher == [("after cudaDeviceSynchronize", 1_020, 2_930)]
     assert broken_invariants(con) == {}
+
+
+# ---- python frames (with_stack traces) ----------------------------------------------------
+
+def test_python_frames_change_neither_the_nodes_nor_the_path(tmp_path):
+    """with_stack adds python_function frames around the ops: one spanning the step's ops, one
+    around aten::linear and one around aten::item. Frames are never top-level ops, so the nodes
+    and the path are those of the same trace without them; a frame inside a path node's span
+    (the linear's) is one of the node's events."""
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "framed").mkdir()
+    plain = analyzed(item_after_long_kernel(work_after=True), tmp_path / "plain")
+    framed_builder = item_after_long_kernel(work_after=True)
+    main = framed_builder.thread(100, "pt_main_thread")
+    framed_builder.python_function(main, "train.py(12): train_step", 5, 15_550)
+    framed_builder.python_function(main, "model.py(30): forward", 10, 50)
+    framed_builder.python_function(main, "model.py(40): loss_value", 100, 15_000)
+    framed = analyzed(framed_builder, tmp_path / "framed")
+
+    for method in ("ctda", "per_thread"):
+        assert path_labels(framed, method) == path_labels(plain, method)
+        assert path_event_names(framed, method).keys() - path_event_names(plain, method).keys() <= {
+            "model.py(30): forward"}
+    labels = [row[0] for row in framed.execute("SELECT label FROM nodes").fetchall()]
+    assert not [label for label in labels if ".py(" in label]
+    members = framed.execute("SELECT DISTINCT name FROM path_events WHERE method = 'ctda'").fetchall()
+    assert ("model.py(30): forward",) in members
+    assert path_event_names(framed, "ctda")["long_gemm"] == pytest.approx(15_000)
+    assert broken_invariants(framed) == {}
 
 
 # ---- stream-to-stream hand-offs without cuda_sync events -------------------------------

@@ -37,8 +37,10 @@ WHERE role IN ('main', 'autograd')
 
 -- Ops, runtime calls and python frames on those threads, with their nesting:
 -- an op is top-level when it starts at or after the end of every earlier op of its thread.
+-- Python frames are neither top-level nor under a top-level op: they skip the two window
+-- sorts (with_stack traces hold more frames than ops).
 CREATE OR REPLACE TEMP TABLE cp_ops AS
-WITH lane_events AS (
+WITH lane_events AS NOT MATERIALIZED (
     SELECT e.run_id, e.rank, e.event_id, e.name, e.cat, e.pid, e.tid, e.ts_us, e.end_us,
            e.correlation, l.role, e.cat = 'python_function' AS is_python
     FROM events AS e
@@ -48,16 +50,21 @@ WITH lane_events AS (
 ),
 nested AS (
     SELECT *,
-        NOT is_python AND ts_us >= coalesce(max(end_us) FILTER (WHERE NOT is_python) OVER (
+        ts_us >= coalesce(max(end_us) OVER (
             PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, end_us DESC, event_id
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), '-infinity'::DOUBLE) AS is_top
     FROM lane_events
+    WHERE NOT is_python
 )
 SELECT *,
-    CASE WHEN NOT is_python THEN last_value(CASE WHEN is_top THEN event_id END IGNORE NULLS) OVER (
-        PARTITION BY run_id, rank, pid, tid, is_python ORDER BY ts_us, end_us DESC, event_id
-        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) END AS top_event_id
-FROM nested;
+    last_value(CASE WHEN is_top THEN event_id END IGNORE NULLS) OVER (
+        PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, end_us DESC, event_id
+        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS top_event_id
+FROM nested
+UNION ALL
+SELECT *, false AS is_top, NULL::BIGINT AS top_event_id
+FROM lane_events
+WHERE is_python;
 
 -- GPU work of the analysed ranks, with the call that launched it (when it was traced on the
 -- logical thread). launch_enqueued_us: when the CPU had handed the op over: the end of an
