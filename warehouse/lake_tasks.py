@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-import pyarrow.compute as pc
-
 from . import lake, sqlfiles
 from .connection import duckdb_path
 from .errors import CtdaError
@@ -125,6 +123,8 @@ def _event_rows(con, parsed, run: dict):
     their partition is, without `rank`; the warehouse's `events` gets the columns that
     deriving threads and steps reads (sql/lake/derive_events.sql). Inserting every row to read
     them back sorted took 0.6 s of a 480k-event rank; this, 0.45 s."""
+    import pyarrow.compute as pc  # here, not in the client, which imports this module too
+
     from .ingest import event_rows_params, event_rows_sql, with_file_columns
 
     typed_events = with_file_columns(parsed, parsed.map_events())  # read by the SQL
