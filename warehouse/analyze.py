@@ -130,6 +130,7 @@ def added_counts(counts: list[dict]) -> dict:
 
 
 def summary_text(counts: dict) -> str:
+    """The lines `ctda-sql analyze` prints for the figures of analysis_counts."""
     if counts["windows"] == 0:
         raise CtdaError(NO_WINDOWS)
     lines = [f"analyzed {counts['windows']} windows of {counts['ranks']} rank(s): {counts['nodes']:,} nodes"]

@@ -414,13 +414,9 @@ def attach_views(con: duckdb.DuckDBPyConnection, lake: Path, describe: bool = Tr
 def _comment_statements(con, tables: list[str]) -> str:
     """COMMENT ON statements giving the views that replace `tables` the tables' descriptions.
     COMMENT takes no parameters; the texts are the package's own (sql/comments.sql), quoted."""
-    rows = con.execute(
-        "SELECT table_name, '', comment FROM duckdb_tables() WHERE schema_name = 'main' "
-        "AND database_name = current_database() AND comment IS NOT NULL AND list_contains($tables, table_name) "
-        "UNION ALL "
-        "SELECT table_name, column_name, comment FROM duckdb_columns() WHERE schema_name = 'main' "
-        "AND database_name = current_database() AND comment IS NOT NULL AND list_contains($tables, table_name)",
-        {"tables": tables}).fetchall()
+    from . import sqlfiles
+
+    rows = con.execute(sqlfiles.load("lake/table_comments.sql"), {"tables": tables}).fetchall()
     statements = []
     for table, column, comment in rows:
         target = f"VIEW {_quoted(table)}" if not column else f"COLUMN {_quoted(table)}.{_quoted(column)}"
