@@ -103,10 +103,11 @@ class Warehouse:
     def ingest(self, paths, run: str | None = None, meta: dict | None = None,
                replace: bool = False, show_progress: bool = False) -> IngestResult:
         """Load trace files or folders of rank files as one run, all or nothing."""
-        from .ingest import ingest
+        from .ingest import collect_files, ingest
 
         if isinstance(paths, (str, Path)):
             paths = [paths]
+        collect_files(paths)  # a missing file fails here, before a database is opened or made
         if self.lake is not None:
             return self._on_lake("ingest", list(paths), run=run, meta=meta, replace=replace,
                                  show_progress=show_progress)
