@@ -9,9 +9,10 @@ Targets (issue 6): ingest + analyze <= 60 s, peak RSS <= 4 GB, database <= 10% o
 JSON, every saved report < 1 s.
 
 Usage: python bench/bench_scale.py [--ranks 16] [--events 500000] [--job-dir DIR] [--keep]
-                                   [--code-dir DIR] [--no-reports]
+                                   [--code-dir DIR] [--no-reports] [--python-frames DEPTH]
   --job-dir DIR   reuse (or create) the synthesized job there instead of a temp folder
   --ranks 2 --events 100000   a quick, small version
+  --python-frames DEPTH       frames around each top-level op, as a with_stack=True trace has
   --code-dir DIR  ingest and analyze with another checkout's code (a before/after pair:
                   `git worktree add /tmp/before HEAD~1`, then one run with each)
   --no-reports    only ingest and analyze (the quick before/after measurement)
@@ -115,14 +116,16 @@ def prepare_job(args) -> tuple[Path, int, int]:
     manifest = folder / "job.manifest"
     if manifest.exists():
         job = json.loads(manifest.read_text())
-        if job.get("ranks") == args.ranks and job.get("events_per_rank") == args.events:
+        if (job.get("ranks"), job.get("events_per_rank"), job.get("python_frames", 0)) == (
+                args.ranks, args.events, args.python_frames):
             print(f"reusing the job in {folder}")
             return folder / "ranks", job["raw_json_bytes"], job["events"]
     start = time.perf_counter()
-    job = write_job(traces_dir() / f"{args.base}.json.gz", folder / "ranks", args.ranks, args.events)
+    job = write_job(traces_dir() / f"{args.base}.json.gz", folder / "ranks", args.ranks, args.events,
+                    python_frames=args.python_frames)
     print(f"synthesized {args.ranks} ranks x {job['tiles']} tiles of {args.base}: {job['events']:,} events, "
           f"{job['raw_json_bytes'] / 1e9:.2f} GB JSON in {time.perf_counter() - start:.1f} s ({folder})")
-    job.update(ranks=args.ranks, events_per_rank=args.events)
+    job.update(ranks=args.ranks, events_per_rank=args.events, python_frames=args.python_frames)
     manifest.write_text(json.dumps({k: v for k, v in job.items() if k != "files"}))
     return folder / "ranks", job["raw_json_bytes"], job["events"]
 
@@ -204,6 +207,8 @@ def add_job_arguments(parser) -> None:
     parser.add_argument("--ranks", type=int, default=16)
     parser.add_argument("--events", type=int, default=500_000, help="events per rank (approximate)")
     parser.add_argument("--base", default="ns_resolution")
+    parser.add_argument("--python-frames", type=int, default=0, metavar="DEPTH",
+                        help="synthesize DEPTH python_function frames around each top-level cpu_op (with_stack)")
     parser.add_argument("--job-dir", help="keep the synthesized job here and reuse it next time")
 
 

@@ -8,7 +8,11 @@ rank. Per rank the whole timeline is shifted by a rank skew plus per-tile jitter
 nanoseconds, so nesting inside a tile is untouched), and distributedInfo gets the rank and
 world size. Timestamps are written as exact nanosecond text (no float rounding).
 
+With --python-frames DEPTH each top-level cpu_op of the base trace gets DEPTH python_function
+frames spanning it, as a with_stack=True trace has (none of the shared traces does).
+
 Usage: python bench/synth.py OUT_DIR [--ranks 16] [--events 500000] [--base ns_resolution]
+                             [--python-frames DEPTH]
 """
 
 from __future__ import annotations
@@ -86,6 +90,29 @@ def _with_spans(meta: dict, events: list[dict]) -> BaseTrace:
     )
 
 
+def with_python_frames(base: BaseTrace, depth: int) -> BaseTrace:
+    """`base` with `depth` python_function frames around each top-level cpu_op of each thread
+    (one starting at or after the end of every earlier op of its thread), each frame spanning
+    the op exactly, so they nest without overlapping their neighbours."""
+    if depth <= 0:
+        return base
+    ops = sorted((e for e in base.events if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e["ts"] > 0),
+                 key=lambda e: (str(e.get("pid")), str(e.get("tid")), e["ts"], -(e.get("dur") or 0)))
+    frames, lane, lane_end = [], None, -1
+    for op in ops:
+        end = op["ts"] + int((op.get("dur") or 0) * 1000)
+        if (op.get("pid"), op.get("tid")) != lane:
+            lane, lane_end = (op.get("pid"), op.get("tid")), -1
+        if op["ts"] >= lane_end:
+            frames.extend({"ph": "X", "cat": "python_function", "name": f"train.py({40 + level}): level_{level}",
+                           "pid": op.get("pid"), "tid": op.get("tid"), "ts": op["ts"], "dur": op.get("dur") or 0,
+                           "args": {"Python id": len(frames) + level}}
+                          for level in range(depth))
+        lane_end = max(lane_end, end)
+    return BaseTrace(top=base.top, events=base.events + frames, span_ns=base.span_ns, id_span=base.id_span,
+                     external_span=base.external_span, sequence_span=base.sequence_span, step_span=base.step_span)
+
+
 def _step_number(name) -> int | None:
     if isinstance(name, str) and name.startswith("ProfilerStep#") and name[13:].isdigit():
         return int(name[13:])
@@ -150,9 +177,9 @@ def rank_document(base: BaseTrace, rank: int, world_size: int, tiles: int, seed:
 _BASE: BaseTrace | None = None
 
 
-def _init_worker(base_path: str) -> None:
+def _init_worker(base_path: str, python_frames: int = 0) -> None:
     global _BASE
-    _BASE = load_base(Path(base_path))
+    _BASE = with_python_frames(load_base(Path(base_path)), python_frames)
 
 
 def _write_rank(job: tuple) -> tuple[str, int, int]:
@@ -164,13 +191,13 @@ def _write_rank(job: tuple) -> tuple[str, int, int]:
 
 
 def write_job(base_path: Path, out_dir: Path, ranks: int, events_per_rank: int,
-              seed: int = 0, workers: int | None = None) -> dict:
+              seed: int = 0, workers: int | None = None, python_frames: int = 0) -> dict:
     """Write rank-N.json.gz files; returns {files, raw_json_bytes, events, tiles}."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    tiles = tiles_for(load_base(base_path), events_per_rank)
+    tiles = tiles_for(with_python_frames(load_base(base_path), python_frames), events_per_rank)
     jobs = [(str(out_dir), rank, ranks, tiles, seed) for rank in range(ranks)]
     workers = workers or min(ranks, os.cpu_count() or 1)
-    with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(str(base_path),)) as pool:
+    with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(str(base_path), python_frames)) as pool:
         written = list(pool.map(_write_rank, jobs))
     return {
         "files": [w[0] for w in written],
@@ -187,11 +214,14 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=500_000, help="events per rank (approximate)")
     parser.add_argument("--base", default="ns_resolution", help="shared trace to tile")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--python-frames", type=int, default=0, metavar="DEPTH",
+                        help="python_function frames around each top-level cpu_op (with_stack=True)")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
     from common import traces_dir
 
-    job = write_job(traces_dir() / f"{args.base}.json.gz", args.out_dir, args.ranks, args.events, args.seed)
+    job = write_job(traces_dir() / f"{args.base}.json.gz", args.out_dir, args.ranks, args.events, args.seed,
+                    python_frames=args.python_frames)
     print(f"{len(job['files'])} ranks x {job['tiles']} tiles: {job['events']:,} events, "
           f"{job['raw_json_bytes'] / 1e6:,.0f} MB of JSON in {args.out_dir}")
     return 0
