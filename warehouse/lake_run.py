@@ -245,11 +245,13 @@ def _analyze_locked(client, root: Path, run: str | None, methods: list[str], per
         raise CtdaError(NO_WINDOWS)
     settings_dict = asdict(settings or AnalysisSettings())
     threads = _threads_per_task(client)
-    notes, futures, rank_results = [], [], []
+    notes, futures, rank_counts = [], [], []
     if per_rank:  # with cross_rank, each task also hands its run's task the events it reads
         futures = [client.submit(lake_tasks.analyze_rank, str(root), r, rank, per_rank, window, settings_dict,
                                  threads, cross, pure=False) for r, rank in work]
-        rank_results = _gather(futures, "analyzing ranks", show_progress)
+        # the client fetches only each rank's summary figures; the events stay on the workers
+        rank_counts = _gather([client.submit(lake_tasks.summary_counts, f, pure=False) for f in futures],
+                              "analyzing ranks", show_progress)
     if cross:  # after the per-rank tasks, which write the same partitions
         ranks = {r["name"]: [rank for r2, rank in work if r2["name"] == r["name"]] for r in chosen}
         rank_futures = {r["name"]: [f for (r2, _), f in zip(work, futures) if r2["name"] == r["name"]]
@@ -262,4 +264,4 @@ def _analyze_locked(client, root: Path, run: str | None, methods: list[str], per
         for done in _gather(run_futures, "analyzing runs", show_progress):
             notes += [f"  {line}" for line in done["lines"]]
     # the summary the database's analyze prints, from the figures of the rank tasks
-    return "\n".join([summary_text(added_counts([result["counts"] for result in rank_results]))] + notes)
+    return "\n".join([summary_text(added_counts(rank_counts))] + notes)

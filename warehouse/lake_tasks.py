@@ -208,6 +208,12 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
     return {"rank": rank, "counts": counts, "cross_rank_events": comm_events}
 
 
+def summary_counts(result: dict | TaskFailure) -> dict | TaskFailure:
+    """The summary figures of an analyze_rank result (or its failure): what the client reads
+    of it, without the events it hands the run's cross-rank task."""
+    return result if isinstance(result, TaskFailure) else result["counts"]
+
+
 def _stage_ranks(con, root: Path, run: dict, ranks: list[int], threads: int) -> list[tuple[int, Path, Path]]:
     """Stage each rank's cross-rank tables and path files, `threads` ranks at a time, each on
     its own cursor: pyarrow writes a Parquet file on one thread with the GIL released."""
