@@ -441,3 +441,69 @@ def test_skipped_file_under_a_new_run_name_leaves_no_empty_run(builder, tmp_path
     second = run_cli("ingest", str(path), "--run", "second", "--meta", "note=retry")
     assert "already ingested as run first" in second.err
     assert fetch(db_path, "SELECT name, meta FROM runs") == [("first", "{}")]
+
+
+# ---- a big events array typed in parts, one thread each --------------------------------
+
+def _many_events_trace(path: Path, count: int, bad_at: int | None = None) -> Path:
+    """`count` cpu ops on one thread, with every kind of odd field ingest keeps (a flow event
+    with extra keys, string pid/tid, a duration as text); event `bad_at` gets a ts that is
+    not a number."""
+    b = TraceBuilder(rank=0)
+    main = b.thread(100, "pt_main_thread")
+    b.step(1, main, 0, count * 2 + 10)
+    for i in range(count):
+        b.cpu_op(main, f"aten::op_{i % 7}", 1 + i * 2, 1.5)
+    trace = b.write(path)
+    document = json.loads(trace.read_text())
+    document["traceEvents"].append({"ph": "f", "id": 7, "bp": "e", "pid": "100", "tid": "100", "ts": 3,
+                                    "cat": "ac2g", "name": "ac2g"})
+    document["traceEvents"][5]["dur"] = "1.5"
+    if bad_at is not None:
+        document["traceEvents"][bad_at]["ts"] = "soon"
+    trace.write_text(json.dumps(document, indent=1))
+    return trace
+
+
+@pytest.fixture
+def small_parts(monkeypatch):
+    """Split arrays of any size into parts of 1,000 events (the real minimum is a row group)."""
+    import warehouse.traceio as traceio
+
+    monkeypatch.setattr(traceio, "_SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(traceio, "_PART_MIN_EVENTS", 1_000)
+    return traceio
+
+
+def test_an_array_typed_in_parts_gives_the_events_of_the_whole(tmp_path, small_parts):
+    trace = _many_events_trace(tmp_path / "many.json", 3_500)
+    whole = small_parts.read_trace(trace, duckdb_threads=1)
+    for threads in (2, 3):
+        parted = small_parts.read_trace(trace, duckdb_threads=threads)
+        assert parted.events.equals(whole.events)
+        assert parted.events["event_id"].to_pylist() == list(range(whole.events.num_rows))
+        assert (parted.min_ts, parted.odd_field_counts) == (whole.min_ts, whole.odd_field_counts)
+
+
+def test_the_parts_are_consecutive_slices_of_the_array(tmp_path, small_parts):
+    import msgspec
+
+    text = _many_events_trace(tmp_path / "many.json", 3_500).read_bytes()
+    array = memoryview(msgspec.json.decode(text, type=dict[str, msgspec.Raw])["traceEvents"])
+    parts = small_parts._array_parts(array, 3)
+    assert [first for _, first in parts] == [0, 1_000, 2_000]
+    events = json.loads(bytes(array))
+    for (part, first), following in zip(parts, [1_000, 2_000, len(events)]):
+        assert json.loads(b"[" + bytes(part) + b"]") == events[first:following]
+
+
+def test_a_bad_event_in_a_later_part_gives_the_whole_arrays_message(tmp_path, small_parts):
+    from warehouse.errors import BadTraceError
+
+    trace = _many_events_trace(tmp_path / "bad.json", 3_500, bad_at=2_600)
+    messages = []
+    for threads in (1, 2):
+        with pytest.raises(BadTraceError) as raised:
+            small_parts.read_trace(trace, duckdb_threads=threads)
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1] and "event 2600 has a non-numeric ts" in messages[1]
