@@ -149,7 +149,7 @@ def _ingest_locked(client, root: Path, files: list[Path], name: str, meta: dict 
             moved.append(held)
         to_load.append(path)
 
-    threads = _threads_per_task(client)
+    threads = _threads_per_task(client, len(to_load))  # a lone file gets every core
     visible = show_progress
     parsed = client.map(lake_tasks.parse_file, [str(f) for f in to_load], threads=threads, lake_dir=str(root),
                         pure=False)
@@ -244,7 +244,7 @@ def _analyze_locked(client, root: Path, run: str | None, methods: list[str], per
     if not work:
         raise CtdaError(NO_WINDOWS)
     settings_dict = asdict(settings or AnalysisSettings())
-    threads = _threads_per_task(client)
+    threads = _threads_per_task(client, len(work))  # a lone rank gets every core
     notes, futures, rank_counts = [], [], []
     if per_rank:  # with cross_rank, each task also hands its run's task the events it reads
         futures = [client.submit(lake_tasks.analyze_rank, str(root), r, rank, per_rank, window, settings_dict,
