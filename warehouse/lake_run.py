@@ -250,8 +250,12 @@ def _analyze_locked(client, root: Path, run: str | None, methods: list[str], per
         futures = [client.submit(lake_tasks.analyze_rank, str(root), r, rank, per_rank, window, settings_dict,
                                  threads, cross, pure=False) for r, rank in work]
         # the client fetches only each rank's summary figures; the events stay on the workers
-        rank_counts = _gather([client.submit(lake_tasks.summary_counts, f, pure=False) for f in futures],
-                              "analyzing ranks", show_progress)
+        try:
+            rank_counts = _gather([client.submit(lake_tasks.summary_counts, f, pure=False) for f in futures],
+                                  "analyzing ranks", show_progress)
+        except CtdaError:  # cancelling the figures' tasks leaves the rank tasks they wait on
+            client.cancel(futures)
+            raise
     if cross:  # after the per-rank tasks, which write the same partitions
         ranks = {r["name"]: [rank for r2, rank in work if r2["name"] == r["name"]] for r in chosen}
         rank_futures = {r["name"]: [f for (r2, _), f in zip(work, futures) if r2["name"] == r["name"]]
