@@ -23,7 +23,7 @@ import os
 import random
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -109,8 +109,7 @@ def with_python_frames(base: BaseTrace, depth: int) -> BaseTrace:
                            "args": {"Python id": len(frames) + level}}
                           for level in range(depth))
         lane_end = max(lane_end, end)
-    return BaseTrace(top=base.top, events=base.events + frames, span_ns=base.span_ns, id_span=base.id_span,
-                     external_span=base.external_span, sequence_span=base.sequence_span, step_span=base.step_span)
+    return replace(base, events=base.events + frames)
 
 
 def _step_number(name) -> int | None:
