@@ -332,6 +332,17 @@ def test_a_failed_first_ingest_leaves_no_lake_folder(lake_cli, tmp_path):
     assert not (tmp_path / "lake").exists()
 
 
+def test_an_unreadable_partition_fails_analyze_with_one_line_naming_its_rank(lake_cli, tmp_path):
+    lake = tmp_path / "lake"
+    assert lake_cli("ingest", "-q", str(_two_rank_folder(tmp_path / "small")), "--lake", str(lake)).code == 0
+    [part] = (lake / "events" / "run=small" / "rank=1").glob("*.parquet")
+    part.write_bytes(b"not parquet")
+    result = lake_cli("analyze", "-q", "--lake", str(lake))
+    assert result.code == 1
+    assert result.err.startswith("error: run small rank 1: ") and len(result.err.strip().splitlines()) == 1
+    assert "part-0.parquet" in result.err
+
+
 @pytest.mark.parametrize("args, message", [
     (("ingest", "x.json", "--workers", "2"), "--workers and --scheduler need --lake"),
     (("ingest", "PATH", "--lake", "LAKE", "--run", "a/b"), "cannot name a lake partition"),

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+import duckdb
+
 from . import lake, sqlfiles
 from .connection import duckdb_path
 from .errors import CtdaError
@@ -201,8 +203,8 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
         staging = lake.stage_tables(con, root, lake.ANALYSIS_TABLES, run["name"], run["run_id"], rank)
         lake.carry_cross_rank_files(staging, root, run["name"], rank)
         lake.publish_staged(staging, root, lake.ANALYSIS_TABLES, run["name"], rank)
-    except CtdaError as exc:
-        return TaskFailure(f"run {run['name']} rank {rank}: {exc}")
+    except (CtdaError, duckdb.Error) as exc:  # duckdb: a partition file that cannot be read
+        return TaskFailure(f"run {run['name']} rank {rank}: {str(exc).strip().splitlines()[0]}")
     finally:
         con.close()
     return {"rank": rank, "counts": counts, "cross_rank_events": comm_events}
@@ -268,8 +270,8 @@ def cross_rank_run(lake_dir: str, run: dict, ranks: list[int], threads: int,
         for rank, tables, paths in _stage_ranks(con, root, run, ranks, threads):
             lake.publish_staged(tables, root, CROSS_RANK_OUTPUTS, run["name"], rank)
             lake.publish_cross_rank_paths(paths, root, run["name"], rank)
-    except CtdaError as exc:
-        return TaskFailure(f"run {run['name']}: {exc}")
+    except (CtdaError, duckdb.Error) as exc:
+        return TaskFailure(f"run {run['name']}: {str(exc).strip().splitlines()[0]}")
     finally:
         con.close()
     matched = [line.strip() for line in summary.splitlines() if "collective instances matched" in line]
