@@ -136,12 +136,16 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", choices=sorted(VARIANTS), help="record only these variants")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    out = Path(args.out)
+    record_interleaved(Path(args.out), args.only or list(VARIANTS), record)
+
+
+def record_interleaved(out: Path, variants: list[str], record_one) -> None:
+    """REPETITIONS recordings of every variant, as out/VARIANT-rN.json.gz."""
     out.mkdir(parents=True, exist_ok=True)
     for repetition in range(1, REPETITIONS + 1):  # interleaved, so drift hits every variant alike
-        for variant in args.only or VARIANTS:
+        for variant in variants:
             path = out / f"{variant}-r{repetition}.json.gz"
-            record(variant, path)
+            record_one(variant, path)
             print(f"{path}: {path.stat().st_size:,} bytes")
 
 

@@ -35,11 +35,40 @@ def gpu_bound_trace(folder):
     return builder.write(folder / "gpu_bound.json")
 
 
+def stall_before_sync_trace(folder):
+    """Step 0-200: a kernel launched at 10-15 runs 20-120; the CPU stalls in data_loading
+    20-170 (longer than the kernel), then `aten::item` 172-180 syncs (174-178, no wait: the
+    GPU is idle by then) and aten::add runs 182-190."""
+    builder = TraceBuilder(rank=0, world_size=1)
+    main = builder.thread(100, "pt_main_thread")
+    builder.step(1, main, ts=0, dur=200)
+    builder.launch(main, ts=10, dur=5, kernel="gemm_kernel", stream=7, kernel_ts=20, kernel_dur=100)
+    builder.annotation(main, "data_loading", ts=20, dur=150)
+    builder.cpu_op(main, "aten::item", ts=172, dur=8)
+    builder.runtime(main, "cudaStreamSynchronize", ts=174, dur=4)
+    builder.cpu_op(main, "aten::add", ts=182, dur=8)
+    return builder.write(folder / "stall_before_sync.json")
+
+
+def async_steps_trace(folder):
+    """Two steps of 100 µs with no sync: each launches at +10-15 a 70 µs kernel starting at +20
+    and stalls in data_loading +20-95; the GPU is idle at each step's end."""
+    builder = TraceBuilder(rank=0, world_size=1)
+    main = builder.thread(100, "pt_main_thread")
+    for number, at in ((1, 0), (2, 100)):
+        builder.step(number, main, ts=at, dur=100)
+        builder.launch(main, ts=at + 10, dur=5, kernel="gemm_kernel", stream=7, kernel_ts=at + 20, kernel_dur=70)
+        builder.annotation(main, "data_loading", ts=at + 20, dur=75)
+    return builder.write(folder / "async_steps.json")
+
+
 @pytest.fixture
 def small(tmp_path, db_path):
     con = connect(db_path)
     ingest(con, [cpu_then_gpu_trace(tmp_path)], run_name="small", show_progress=False)
     ingest(con, [gpu_bound_trace(tmp_path)], run_name="gpu_bound", show_progress=False)
+    ingest(con, [stall_before_sync_trace(tmp_path)], run_name="stall_before_sync", show_progress=False)
+    ingest(con, [async_steps_trace(tmp_path)], run_name="async_steps", show_progress=False)
     analyze(con, show_progress=False)
     yield con
     con.close()
@@ -65,6 +94,22 @@ def test_a_kernel_that_ends_the_step_sets_its_length(small):
     assert predicted(small, "gpu_bound", Scale("*gemm*", 0.5, "kernel")) == [(140.0, 140.0, 80.0)]
     # work that ends before the step does changes nothing
     assert predicted(small, "small", Scale("*gemm*", 0.5, "kernel")) == [(100.0, 100.0, 100.0)]
+
+
+def test_a_sync_that_did_not_wait_waits_once_the_cpu_reaches_it_sooner(small):
+    # measured, the sync found the GPU idle, so the engine draws no sync edge; without the
+    # stall the CPU reaches it at 28 while the kernel runs until 120: the rest of the step
+    # (178-200 measured, 22 µs) follows the kernel's end
+    assert predicted(small, "stall_before_sync") == [(200.0, 200.0, 200.0)]
+    assert predicted(small, "stall_before_sync", Scale("data_loading", 0.0)) == [(200.0, 200.0, 142.0)]
+
+
+def test_gpu_work_queues_behind_the_previous_steps_work_on_its_stream(small):
+    # without the stalls each step's CPU side takes 25 µs; step 2's kernel (launched at 35-40)
+    # waits for step 1's, which runs 20-90, so it runs 90-160 and the last step ends there
+    assert predicted(small, "async_steps") == [(100.0, 100.0, 100.0), (100.0, 100.0, 100.0)]
+    assert predicted(small, "async_steps", Scale("data_loading", 0.0)) == [(100.0, 100.0, 25.0),
+                                                                          (100.0, 100.0, 135.0)]
 
 
 def test_a_category_prefix_limits_the_match(small):

@@ -117,11 +117,15 @@ def _replay(con, params: dict, scenario: Scenario) -> _Replay:
         return _Replay({}, nodes, np.empty(0), np.empty(0), {})
     first = _first_rows(nodes["window_index"], len(windows["window_index"]))
     graph = _Graph(nodes, edges, windows, first)
-    coupling = _Coupling.load(con, graph)
-    if coupling is None:
-        start = graph.forward_pass()
+    chain = _WindowChain(con.execute("SELECT * FROM wi_window_origins ORDER BY window_index").fetchnumpy())
+    carry = _StreamCarry.build(graph, nodes, chain)
+    coupling = _Coupling.load(con, graph, chain)
+    if coupling is not None:
+        start = coupling.solve(carry)
+    elif carry is not None:
+        start = carry.settle()
     else:
-        start = coupling.solve()
+        start = graph.forward_pass()
     end = start + graph.duration
     return _finish(windows, nodes, first, start, end, graph.best_source(start), graph.reported)
 
@@ -142,6 +146,7 @@ class _Graph:
     def __init__(self, nodes: dict, edges: dict, windows: dict, first: np.ndarray):
         self.first, self.count = first, len(nodes["seq"])
         self.duration = np.asarray(nodes["duration_us"], dtype=float).copy()
+        self.measured_end = np.asarray(nodes["end_us"], dtype=float)
         self.initial = np.where(nodes["has_predecessor"], -np.inf, np.asarray(nodes["lead_us"], dtype=float))
         window_first = first[np.asarray(edges["window_index"], dtype=np.int64)]
         self.src = window_first + np.asarray(edges["src_seq"], dtype=np.int64)
@@ -161,13 +166,13 @@ class _Graph:
         self.device_ends = np.asarray(windows["device_ends_step"], dtype=bool)
         self.window_of_row = np.asarray(nodes["window_index"], dtype=np.int64)
 
-    def forward_pass(self, floor: np.ndarray | None = None) -> np.ndarray:
+    def forward_pass(self, floor: np.ndarray | None = None, initial: np.ndarray | None = None) -> np.ndarray:
         """Start of every node: the latest of what its incoming edges allow (source start +
         offset + kept slack) and its floor; a node without predecessors keeps its lead from the
-        window start. Edges point forward in node order, so handling all windows' k-th nodes
-        together is exact."""
-        start = self.initial if floor is None else np.maximum(self.initial, floor)
-        start = start.copy()
+        window start (or `initial`'s value). Edges point forward in node order, so handling all
+        windows' k-th nodes together is exact."""
+        start = self.initial if initial is None else initial
+        start = (start if floor is None else np.maximum(start, floor)).copy()
         src, dst, delay = self.src, self.dst, self.delay
         for chunk in self.chunks:
             if len(chunk):
@@ -197,21 +202,119 @@ class _Graph:
         return np.where(self.device_ends & (gpu_end > cpu_end), gpu_end, cpu_end)
 
 
+class _WindowChain:
+    """Each rank's windows in order (sql/whatif/45_coupling.sql's wi_window_origins): a window
+    starts where the rank's previous one ended in the replay, plus the measured gap."""
+
+    def __init__(self, origins: dict):
+        self.origin0 = np.asarray(origins["origin_us"], dtype=float)    # measured, aligned start
+        self.gap = np.nan_to_num(_column(origins, "gap_before_us"))
+        previous = _column(origins, "previous_window", -1.0).astype(np.int64)
+        self.head = previous < 0
+        self.head_of = np.maximum.accumulate(np.where(self.head, np.arange(len(previous)), 0))
+        self.previous = np.maximum(previous, 0)
+
+    def origins(self, lengths: np.ndarray) -> np.ndarray:
+        """A rank's window starts where its previous one ended (plus the measured gap); the
+        first window of each rank at its measured, aligned start."""
+        step = np.where(self.head, self.origin0, lengths[self.previous] + self.gap)
+        total = np.cumsum(step)
+        return total - total[self.head_of] + step[self.head_of]
+
+
+class _StreamCarry:
+    """A GPU stream runs on across step boundaries: the work a window launches on a stream
+    queues behind what the rank's earlier windows launched there (as replayed), and the work
+    measured in flight at a window's start (its carry-in node) moves as the end of that
+    earlier work moves. Without this every window's GPU starts idle, and a change that makes
+    a job without a sync in its step GPU-bound (data loading removed) predicts the CPU's pace.
+    The measured stream ends keep the unchanged replay exact: work on a stream runs in launch
+    order, so a window's first node there starts after the earlier windows' work ended."""
+
+    MAX_ROUNDS = 100_000
+
+    def __init__(self, graph: _Graph, chain: _WindowChain, keys: tuple, first_rows: tuple, carry_rows: tuple):
+        self.graph, self.chain = graph, chain
+        self.rows, self.row_window, self.row_stream = keys
+        self.first_rows, self.first_window, self.first_stream = first_rows
+        self.carry_rows, self.carry_window, self.carry_stream = carry_rows
+        self.streams = int(max(self.row_stream.max(initial=-1), self.first_stream.max(initial=-1),
+                               self.carry_stream.max(initial=-1))) + 1
+        measured_end = np.asarray(graph.measured_end, dtype=float)
+        self.measured_before = self._ends_before(measured_end, chain.origin0)
+
+    @classmethod
+    def build(cls, graph: _Graph, nodes: dict, chain: _WindowChain) -> "_StreamCarry | None":
+        gpu = nodes["kind"] == "gpu"
+        carry_in = np.asarray(nodes["carry_in"], dtype=bool)
+        window = graph.window_of_row
+        stream_ids = np.ma.filled(nodes["stream"].astype(np.int64), -1) if np.ma.isMaskedArray(
+            nodes["stream"]) else np.asarray(nodes["stream"], dtype=np.int64)
+        _, stream = np.unique(stream_ids, return_inverse=True)
+        # a stream's end: every window's own work, and the first window's carry-in (launched
+        # before the replay); later carry-in nodes repeat earlier windows' work
+        counted = np.flatnonzero(gpu & (~carry_in | chain.head[window]))
+        later = gpu & ~chain.head[window]
+        own = np.flatnonzero(later & ~carry_in)
+        carried = np.flatnonzero(later & carry_in)
+        if own.size == 0 and carried.size == 0:
+            return None
+        # the first own node of each (window, stream), in node order (rows are ordered by seq)
+        key = window[own] * (stream.max() + 1) + stream[own]
+        _, first_index = np.unique(key, return_index=True)
+        first = own[first_index]
+        return cls(graph, chain, (counted, window[counted], stream[counted]),
+                   (first, window[first], stream[first]), (carried, window[carried], stream[carried]))
+
+    def _ends_before(self, end: np.ndarray, origin: np.ndarray) -> np.ndarray:
+        """(window, stream) -> where the work launched on the stream before the window ends,
+        in aligned time (-inf where none)."""
+        ends = np.full((len(origin), self.streams), -np.inf)
+        np.maximum.at(ends, (self.row_window, self.row_stream), origin[self.row_window] + end[self.rows])
+        heads = np.flatnonzero(self.chain.head)
+        for first, stop in zip(heads, np.append(heads[1:], len(origin))):
+            np.maximum.accumulate(ends[first:stop], axis=0, out=ends[first:stop])
+        before = np.full_like(ends, -np.inf)
+        later = ~self.chain.head
+        before[later] = ends[self.chain.previous[later]]
+        return before
+
+    def bounds(self, end: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A floor for each window's first node on a stream, and the carry-in nodes' starts."""
+        before = self._ends_before(end, origin)
+        floor = np.full(self.graph.count, -np.inf)
+        floor[self.first_rows] = before[self.first_window, self.first_stream] - origin[self.first_window]
+        initial = self.graph.initial.copy()
+        replayed = before[self.carry_window, self.carry_stream] - origin[self.carry_window]
+        measured = (self.measured_before[self.carry_window, self.carry_stream]
+                    - self.chain.origin0[self.carry_window])
+        moved = np.where(np.isfinite(replayed) & np.isfinite(measured), replayed - measured, 0.0)
+        initial[self.carry_rows] = initial[self.carry_rows] + moved
+        return floor, initial
+
+    def settle(self) -> np.ndarray:
+        """Replay until every window's stream floors and carry-in starts stop moving (a window
+        depends only on earlier ones, so at most one round per window of a rank)."""
+        graph = self.graph
+        start = graph.forward_pass()
+        for _ in range(self.MAX_ROUNDS):
+            floor, initial = self.bounds(start + graph.duration, self.chain.origins(graph.window_lengths(start)))
+            settled = graph.forward_pass(floor, initial)
+            if np.allclose(settled, start, rtol=0, atol=1e-6):
+                return settled
+            start = settled
+        raise CtdaError("the replay of GPU streams across steps did not settle")
+
+
 class _Coupling:
     """Collectives matched across the replayed ranks (sql/whatif/45_coupling.sql): the ranks'
     windows are solved together until every gate sits at its collective's last arrival."""
 
     MAX_ROUNDS = 10_000
 
-    def __init__(self, graph: _Graph, origins: dict, arrivals: dict, gates: dict):
-        self.graph = graph
+    def __init__(self, graph: _Graph, chain: "_WindowChain", arrivals: dict, gates: dict):
+        self.graph, self.chain = graph, chain
         first = graph.first
-        self.origin0 = np.asarray(origins["origin_us"], dtype=float)
-        self.gap = np.nan_to_num(_column(origins, "gap_before_us"))
-        previous = _column(origins, "previous_window", -1.0).astype(np.int64)
-        self.head = previous < 0
-        self.head_of = np.maximum.accumulate(np.where(self.head, np.arange(len(previous)), 0))
-        self.previous = np.maximum(previous, 0)
         self.groups = int(max(arrivals["group_index"].max(initial=-1), gates["group_index"].max(initial=-1))) + 1
         self.a_group = np.asarray(arrivals["group_index"], dtype=np.int64)
         self.a_window = np.asarray(arrivals["window_index"], dtype=np.int64)
@@ -239,41 +342,42 @@ class _Coupling:
         graph.delay = graph.delay - waited[graph.src]
 
     @classmethod
-    def load(cls, con, graph: _Graph) -> "_Coupling | None":
+    def load(cls, con, graph: _Graph, chain: "_WindowChain") -> "_Coupling | None":
         arrivals = con.execute("SELECT * FROM wi_coupled_arrivals ORDER BY ALL").fetchnumpy()
         if len(arrivals["group_index"]) == 0:
             return None
         gates = con.execute("SELECT * FROM wi_coupled_gates ORDER BY ALL").fetchnumpy()
-        origins = con.execute("SELECT * FROM wi_window_origins ORDER BY window_index").fetchnumpy()
-        return cls(graph, origins, arrivals, gates)
-
-    def origins(self, lengths: np.ndarray) -> np.ndarray:
-        """A rank's window starts where its previous one ended (plus the measured gap); the
-        first window of each rank at its measured, aligned start."""
-        step = np.where(self.head, self.origin0, lengths[self.previous] + self.gap)
-        total = np.cumsum(step)
-        return total - total[self.head_of] + step[self.head_of]
+        return cls(graph, chain, arrivals, gates)
 
     def floors(self, completion: np.ndarray, origin: np.ndarray) -> np.ndarray:
         floor = np.full(self.graph.count, -np.inf)
         np.maximum.at(floor, self.g_row, completion[self.g_group] + self.g_after - origin[self.g_window])
         return floor
 
-    def solve(self) -> np.ndarray:
+    def solve(self, carry: "_StreamCarry | None" = None) -> np.ndarray:
         graph = self.graph
-        origin = self.origin0
+        origin = self.chain.origin0
         completion = np.full(self.groups, -np.inf)
         np.maximum.at(completion, self.a_group, self.a_measured)
         floor = self.floors(completion, origin)
+        carry_floor, initial = None, None
         for _ in range(self.MAX_ROUNDS):
-            start = graph.forward_pass(floor)
-            new_origin = self.origins(graph.window_lengths(start))
+            start = graph.forward_pass(floor if carry_floor is None else np.maximum(floor, carry_floor), initial)
+            new_origin = self.chain.origins(graph.window_lengths(start))
             base = np.where(self.a_pre_floor, graph.arrivals(start)[self.a_row], start[self.a_row])
             arrival = new_origin[self.a_window] + np.where(self.a_has_anchor, base, 0.0) + self.a_offset
             completion = np.full(self.groups, -np.inf)
             np.maximum.at(completion, self.a_group, arrival)
             new_floor = self.floors(completion, new_origin)
-            if np.allclose(new_floor, floor, rtol=0, atol=1e-6) and np.allclose(new_origin, origin, rtol=0, atol=1e-6):
+            settled = (np.allclose(new_floor, floor, rtol=0, atol=1e-6)
+                       and np.allclose(new_origin, origin, rtol=0, atol=1e-6))
+            if carry is not None:
+                new_carry_floor, new_initial = carry.bounds(start + graph.duration, new_origin)
+                settled = settled and carry_floor is not None and np.allclose(
+                    new_carry_floor, carry_floor, rtol=0, atol=1e-6) and np.allclose(
+                    new_initial, initial, rtol=0, atol=1e-6)
+                carry_floor, initial = new_carry_floor, new_initial
+            if settled:
                 return start
             floor, origin = new_floor, new_origin
         raise CtdaError("the multi-rank replay did not settle; run with --no-coupling")

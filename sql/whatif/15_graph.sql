@@ -4,6 +4,7 @@
 
 CREATE OR REPLACE TEMP TABLE wi_nodes AS
 SELECT w.window_index, n.run_id, n.rank, n.step, n.node_id, n.kind, n.label, n.carry_in,
+       n.pid, n.tid, n.stream, n.ends_with_sync, n.sync_end_us, n.wait_end_us,
        CASE WHEN n.kind = 'gpu' THEN 'gpu/' || n.stream ELSE 'cpu/' || n.pid || '/' || n.tid END AS lane,
        n.start_us, n.end_us, w.start_us AS window_start_us, w.cpu_end_us AS window_end_us,
        row_number() OVER (PARTITION BY w.window_index ORDER BY n.start_us, n.node_id) - 1 AS seq
@@ -11,10 +12,30 @@ FROM nodes AS n
 JOIN wi_windows AS w USING (run_id, rank, step)
 WHERE n.method = 'ctda';
 
--- The engine's edges plus one per lane queue (a thread or stream runs one node at a time);
--- `allowed_us` is when the edge let its destination start in the measurement.
+-- The engine's edges plus one per lane queue (a thread or stream runs one node at a time)
+-- and the sync dependencies below; `allowed_us` is when the edge let its destination start in
+-- the measurement.
+-- A blocking sync waits for the work queued on its stream whether or not that work was still
+-- running: the engine draws a sync edge only where the CPU really waited (the path), but once
+-- a change makes the CPU reach the sync sooner (`.item()` after a data-loading stall that
+-- outlasted the kernels) the GPU holds it. So the node after each sync (the wait return)
+-- depends on the last GPU node, per stream, that ended before the sync returned: on the
+-- stream its CPU node launched onto, or on every stream where that node launched nothing.
 CREATE OR REPLACE TEMP TABLE wi_edge_times AS
-WITH queue AS (
+WITH sync_dependencies AS (
+    SELECT h.window_index, arg_max(g.node_id, g.start_us) AS src, r.node_id AS dst,
+           arg_max(g.end_us, g.start_us) AS allowed_us
+    FROM wi_nodes AS h
+    JOIN wi_nodes AS r
+        ON r.window_index = h.window_index AND r.kind = 'cpu' AND r.wait_end_us IS NOT NULL
+       AND r.pid IS NOT DISTINCT FROM h.pid AND r.tid = h.tid AND r.start_us = h.sync_end_us
+    JOIN wi_nodes AS g
+        ON g.window_index = h.window_index AND g.kind = 'gpu' AND g.end_us <= h.sync_end_us
+       AND (h.stream IS NULL OR g.stream = h.stream)
+    WHERE h.kind = 'cpu' AND h.ends_with_sync
+    GROUP BY h.window_index, r.node_id, g.stream
+),
+queue AS (
     SELECT window_index, node_id AS dst,
            lag(node_id) OVER w AS src, lag(end_us) OVER w AS allowed_us
     FROM wi_nodes
@@ -27,6 +48,8 @@ all_edges AS (
     WHERE e.method = 'ctda'
     UNION ALL
     SELECT window_index, src, dst, allowed_us FROM queue WHERE src IS NOT NULL
+    UNION ALL
+    SELECT window_index, src, dst, allowed_us FROM sync_dependencies
 )
 SELECT e.window_index, s.seq AS src_seq, d.seq AS dst_seq, e.allowed_us,
        s.start_us AS src_start_us, s.lane AS src_lane, d.start_us AS dst_start_us, d.lane AS dst_lane,

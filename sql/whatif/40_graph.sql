@@ -31,7 +31,7 @@ ASOF LEFT JOIN wi_shrink AS s
 -- Nodes: duration under the scenario; nodes with no predecessor keep their lead from the
 -- window start (less what was removed on their lane before them).
 CREATE OR REPLACE TEMP TABLE wi_replay_nodes AS
-SELECT n.window_index, n.seq, n.node_id, n.kind, n.label, n.carry_in,
+SELECT n.window_index, n.seq, n.node_id, n.kind, n.label, n.carry_in, n.stream,
        n.start_us - n.window_start_us AS start_us, n.end_us - n.window_start_us AS end_us,
        (n.end_us - n.start_us) - (coalesce(ce.removed_us, 0.0) - coalesce(cs.removed_us, 0.0)) AS duration_us,
        (n.start_us - n.window_start_us) - (coalesce(cs.removed_us, 0.0) - coalesce(cw.removed_us, 0.0)) AS lead_us,

@@ -1,0 +1,124 @@
+"""Record pairs of small real CUDA training traces with a known change between them, to
+validate `ctda-sql whatif` on GPU work against measured truth (tests/test_whatif_pairs.py).
+
+Run on a machine with a GPU (torch is never a project dependency):
+    python3 scripts/record_gpu_whatif_pairs.py [--out tests/data/whatif]
+
+Each step launches a GPU-bound MLP training step (fp32, ~8 ms of kernels on an H100), then
+stalls the CPU in `record_function("data_loading")` (the next batch being prepared) while
+the GPU works, then blocks on `loss.item()`. The stall overlaps the GPU work: removing it
+saves only the part of it that outlasted the kernels, which a replay can only get right if it
+follows the GPU stream behind the CPU's launches and the blocking copy.
+
+Variants, 3 repetitions each, interleaved (5 profiled ProfilerSteps each):
+  gpustall12 / gpustall6 / gpustall0   a 12, 6 or 0 ms stall after the launches
+
+The async variants make no `.item()` call: the CPU runs ahead, and the GPU's queue sets the
+pace (one step's work spills into the next step's window). Every variant synchronizes once
+before its first profiled step, so no recording starts with a backlog of unprofiled work:
+  gpuasync12 / gpuasync0               the same stalls, no sync in the step
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from record_whatif_pairs import record_interleaved  # this folder's CPU recorder
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+WIDTH = 4096
+BATCH = 2048
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def make_model():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(), torch.nn.Linear(WIDTH, WIDTH),
+    ).to(DEVICE)
+    return model, torch.optim.SGD(model.parameters(), lr=1e-4)
+
+
+def training_step(stall_ms: float, sync: bool):
+    model, optimizer = make_model()
+    batch = torch.randn(BATCH, WIDTH, device=DEVICE)
+
+    def step():
+        loss = model(batch).pow(2).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        with record_function("data_loading"):  # the CPU prepares the next batch meanwhile
+            time.sleep(stall_ms / 1000)
+        if sync:
+            loss.item()
+    return step
+
+
+VARIANTS = {
+    "gpustall12": lambda: training_step(12, True),
+    "gpustall6": lambda: training_step(6, True),
+    "gpustall0": lambda: training_step(0, True),
+    "gpuasync12": lambda: training_step(12, False),
+    "gpuasync0": lambda: training_step(0, False),
+}
+
+
+def synchronize():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def record(variant: str, out: Path) -> None:
+    step = VARIANTS[variant]()
+    for _ in range(5):  # warm up outside the profiler (cuBLAS handles, allocator)
+        step()
+    synchronize()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEVICE == "cuda" else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "trace.json"
+        with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=5),
+                     on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
+            for index in range(7):
+                step()
+                if index == 1:  # the profiled steps start with an idle GPU, whatever the variant
+                    synchronize()
+                prof.step()
+            synchronize()
+        with raw.open("rb") as src, gzip.open(out, "wb", compresslevel=9) as dst:
+            shutil.copyfileobj(src, dst)
+
+
+def gpu_step_ms() -> float:
+    """The kernels' time of one step, measured alone (to check the stalls straddle it)."""
+    step = training_step(0, True)
+    for _ in range(5):
+        step()
+    synchronize()
+    started = time.perf_counter()
+    for _ in range(20):
+        step()
+    synchronize()
+    return (time.perf_counter() - started) / 20 * 1000
+
+
+def main() -> None:
+    global WIDTH, BATCH
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="tests/data/whatif", help="folder for the .json.gz traces")
+    parser.add_argument("--only", nargs="*", choices=sorted(VARIANTS), help="record only these variants")
+    parser.add_argument("--width", type=int, default=WIDTH, help="MLP width (smaller for a CPU smoke run)")
+    args = parser.parse_args()
+    WIDTH, BATCH = args.width, args.width // 2
+    print(f"device {DEVICE}; one synced step without a stall: {gpu_step_ms():.2f} ms")
+    record_interleaved(Path(args.out), args.only or list(VARIANTS), record)
+
+
+if __name__ == "__main__":
+    main()
