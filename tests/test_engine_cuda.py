@@ -1,7 +1,9 @@
 """The engine on real CUDA training traces recorded on an H100 (scripts/record_cuda_traces.py,
 kept in tests/data/cuda): `loss.item()` every step with a side copy stream, DDP over NCCL,
 and a CUDA graph; each recorded as users do (no cuda_sync events) and with
-`enable_cuda_sync_events`, whose recorded syncs are the truth the inferred edges must match."""
+`enable_cuda_sync_events`, whose recorded syncs are the truth the inferred edges must match.
+Beside them, ddp_transformer (scripts/record_cuda_bench_trace.py, 243,979 events, 18 steps):
+a launch-bound Transformer under DDP, forward on the main thread, backward on autograd's."""
 
 from __future__ import annotations
 
@@ -80,3 +82,16 @@ def test_every_kernel_of_the_cuda_graph_is_on_the_path(cuda_warehouse):
         "  SELECT 1 FROM path_events p WHERE p.run_id = g.run_id AND p.event_id = g.event_id "
         "  AND p.method = 'ctda')").fetchone()[0]
     assert missing == 0
+
+
+def test_every_step_of_the_transformer_runs_through_both_threads(cuda_warehouse):
+    """Forward runs on the main thread, backward on the autograd thread: each step's path
+    hands over between them (cross_thread edges), so both threads' CPU nodes are on it."""
+    threads = cuda_warehouse.execute("""
+        SELECT cp.step, count(DISTINCT n.tid)
+        FROM critical_path AS cp
+        JOIN nodes AS n USING (run_id, rank, step, method, node_id)
+        JOIN runs AS r USING (run_id)
+        WHERE r.name = 'ddp_transformer' AND cp.method = 'ctda' AND n.kind = 'cpu'
+        GROUP BY cp.step""").fetchall()
+    assert len(threads) == 18 and {count for _, count in threads} == {2}
