@@ -17,6 +17,10 @@ The async variants make no `.item()` call: the CPU runs ahead, and the GPU's que
 pace (one step's work spills into the next step's window). Every variant synchronizes once
 before its first profiled step, so no recording starts with a backlog of unprofiled work:
   gpuasync12 / gpuasync0               the same stalls, no sync in the step
+
+Half the batch halves nearly every kernel (the GEMMs and elementwise ops scale with it; only
+the optimizer's update does not), which `kernel:*=0.5` predicts from gpustall0:
+  gpuhalf0                             gpustall0 with half the batch
 """
 
 from __future__ import annotations
@@ -45,9 +49,9 @@ def make_model():
     return model, torch.optim.SGD(model.parameters(), lr=1e-4)
 
 
-def training_step(stall_ms: float, sync: bool):
+def training_step(stall_ms: float, sync: bool, batch_share: float = 1.0):
     model, optimizer = make_model()
-    batch = torch.randn(BATCH, WIDTH, device=DEVICE)
+    batch = torch.randn(int(BATCH * batch_share), WIDTH, device=DEVICE)
 
     def step():
         loss = model(batch).pow(2).mean()
@@ -67,6 +71,7 @@ VARIANTS = {
     "gpustall0": lambda: training_step(0, True),
     "gpuasync12": lambda: training_step(12, False),
     "gpuasync0": lambda: training_step(0, False),
+    "gpuhalf0": lambda: training_step(0, True, batch_share=0.5),
 }
 
 

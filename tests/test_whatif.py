@@ -50,6 +50,19 @@ def stall_before_sync_trace(folder):
     return builder.write(folder / "stall_before_sync.json")
 
 
+def sync_wait_trace(folder):
+    """Step 0-150: a kernel launched at 10-15 runs 20-120; `aten::item` 30-125 waits for it in
+    cudaStreamSynchronize 32-122; aten::add runs 130-140."""
+    builder = TraceBuilder(rank=0, world_size=1)
+    main = builder.thread(100, "pt_main_thread")
+    builder.step(1, main, ts=0, dur=150)
+    builder.launch(main, ts=10, dur=5, kernel="gemm_kernel", stream=7, kernel_ts=20, kernel_dur=100)
+    builder.cpu_op(main, "aten::item", ts=30, dur=95)
+    builder.runtime(main, "cudaStreamSynchronize", ts=32, dur=90)
+    builder.cpu_op(main, "aten::add", ts=130, dur=10)
+    return builder.write(folder / "sync_wait.json")
+
+
 def async_steps_trace(folder):
     """Two steps of 100 µs with no sync: each launches at +10-15 a 70 µs kernel starting at +20
     and stalls in data_loading +20-95; the GPU is idle at each step's end."""
@@ -69,6 +82,7 @@ def small(tmp_path, db_path):
     ingest(con, [gpu_bound_trace(tmp_path)], run_name="gpu_bound", show_progress=False)
     ingest(con, [stall_before_sync_trace(tmp_path)], run_name="stall_before_sync", show_progress=False)
     ingest(con, [async_steps_trace(tmp_path)], run_name="async_steps", show_progress=False)
+    ingest(con, [sync_wait_trace(tmp_path)], run_name="sync_wait", show_progress=False)
     analyze(con, show_progress=False)
     yield con
     con.close()
@@ -102,6 +116,13 @@ def test_a_sync_that_did_not_wait_waits_once_the_cpu_reaches_it_sooner(small):
     # (178-200 measured, 22 µs) follows the kernel's end
     assert predicted(small, "stall_before_sync") == [(200.0, 200.0, 200.0)]
     assert predicted(small, "stall_before_sync", Scale("data_loading", 0.0)) == [(200.0, 200.0, 142.0)]
+
+
+def test_a_sync_that_waited_shortens_with_the_gpu_work(small):
+    # the kernel ends 50 µs sooner; the sync returns 2 µs after it as measured (72), and the
+    # rest of the step (122-150 measured, 28 µs) follows
+    assert predicted(small, "sync_wait") == [(150.0, 150.0, 150.0)]
+    assert predicted(small, "sync_wait", Scale("*gemm*", 0.5, "kernel")) == [(150.0, 150.0, 100.0)]
 
 
 def test_gpu_work_queues_behind_the_previous_steps_work_on_its_stream(small):

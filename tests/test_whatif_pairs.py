@@ -45,6 +45,9 @@ CASES = {
         "gpustall12", "gpustall0", Scenario(scales=(Scale("data_loading", 0.0),)), mean),
     "gpu: data loading halved before a sync": Pair(
         "gpustall12", "gpustall6", Scenario(scales=(Scale("data_loading", 0.5),)), mean),
+    # CUDA, `.item()` waits for the kernels: half the batch halves nearly every kernel
+    "gpu: half the kernels' time behind a sync": Pair(
+        "gpustall0", "gpuhalf0", Scenario(scales=(Scale("*", 0.5, "kernel"),)), mean),
     # CUDA, no sync in the step: without the stall the GPU's queue sets the pace
     "gpu: data loading free, no sync": Pair(
         "gpuasync12", "gpuasync0", Scenario(scales=(Scale("data_loading", 0.0),)), mean),

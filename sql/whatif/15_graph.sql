@@ -4,7 +4,7 @@
 
 CREATE OR REPLACE TEMP TABLE wi_nodes AS
 SELECT w.window_index, n.run_id, n.rank, n.step, n.node_id, n.kind, n.label, n.carry_in,
-       n.pid, n.tid, n.stream, n.ends_with_sync, n.sync_end_us, n.wait_end_us,
+       n.pid, n.tid, n.stream, n.ends_with_sync, n.sync_start_us, n.sync_end_us, n.wait_end_us,
        CASE WHEN n.kind = 'gpu' THEN 'gpu/' || n.stream ELSE 'cpu/' || n.pid || '/' || n.tid END AS lane,
        n.start_us, n.end_us, w.start_us AS window_start_us, w.cpu_end_us AS window_end_us,
        row_number() OVER (PARTITION BY w.window_index ORDER BY n.start_us, n.node_id) - 1 AS seq
@@ -50,6 +50,16 @@ all_edges AS (
     SELECT window_index, src, dst, allowed_us FROM queue WHERE src IS NOT NULL
     UNION ALL
     SELECT window_index, src, dst, allowed_us FROM sync_dependencies
+),
+-- A CPU node that ends in a blocking sync lets what follows it go from the sync's start: the
+-- rest of the call is waiting, which the sync edges model (the GPU work's end), so a change
+-- that shortens the GPU work shortens the wait.
+timed AS (
+    SELECT e.window_index, e.src, e.dst,
+           CASE WHEN s.kind = 'cpu' AND s.ends_with_sync THEN least(e.allowed_us, s.sync_start_us)
+                ELSE e.allowed_us END AS allowed_us
+    FROM all_edges AS e
+    JOIN wi_nodes AS s ON s.window_index = e.window_index AND s.node_id = e.src
 )
 SELECT e.window_index, s.seq AS src_seq, d.seq AS dst_seq, e.allowed_us,
        s.start_us AS src_start_us, s.lane AS src_lane, d.start_us AS dst_start_us, d.lane AS dst_lane,
@@ -57,7 +67,7 @@ SELECT e.window_index, s.seq AS src_seq, d.seq AS dst_seq, e.allowed_us,
        -- the edge that let the node start last carries its measured slack; the others none
        row_number() OVER (PARTITION BY e.window_index, e.dst ORDER BY e.allowed_us DESC, e.src DESC) = 1
            AS binding
-FROM all_edges AS e
+FROM timed AS e
 JOIN wi_nodes AS s ON s.window_index = e.window_index AND s.node_id = e.src
 JOIN wi_nodes AS d ON d.window_index = e.window_index AND d.node_id = e.dst;
 
