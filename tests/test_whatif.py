@@ -35,14 +35,20 @@ def gpu_bound_trace(folder):
     return builder.write(folder / "gpu_bound.json")
 
 
+def one_kernel_step(step_us: float):
+    """A step 0-step_us whose main thread launches at 10-15 a kernel running 20-120."""
+    builder = TraceBuilder(rank=0, world_size=1)
+    main = builder.thread(100, "pt_main_thread")
+    builder.step(1, main, ts=0, dur=step_us)
+    builder.launch(main, ts=10, dur=5, kernel="gemm_kernel", stream=7, kernel_ts=20, kernel_dur=100)
+    return builder, main
+
+
 def stall_before_sync_trace(folder):
     """Step 0-200: a kernel launched at 10-15 runs 20-120; the CPU stalls in data_loading
     20-170 (longer than the kernel), then `aten::item` 172-180 syncs (174-178, no wait: the
     GPU is idle by then) and aten::add runs 182-190."""
-    builder = TraceBuilder(rank=0, world_size=1)
-    main = builder.thread(100, "pt_main_thread")
-    builder.step(1, main, ts=0, dur=200)
-    builder.launch(main, ts=10, dur=5, kernel="gemm_kernel", stream=7, kernel_ts=20, kernel_dur=100)
+    builder, main = one_kernel_step(step_us=200)
     builder.annotation(main, "data_loading", ts=20, dur=150)
     builder.cpu_op(main, "aten::item", ts=172, dur=8)
     builder.runtime(main, "cudaStreamSynchronize", ts=174, dur=4)
@@ -53,10 +59,7 @@ def stall_before_sync_trace(folder):
 def sync_wait_trace(folder):
     """Step 0-150: a kernel launched at 10-15 runs 20-120; `aten::item` 30-125 waits for it in
     cudaStreamSynchronize 32-122; aten::add runs 130-140."""
-    builder = TraceBuilder(rank=0, world_size=1)
-    main = builder.thread(100, "pt_main_thread")
-    builder.step(1, main, ts=0, dur=150)
-    builder.launch(main, ts=10, dur=5, kernel="gemm_kernel", stream=7, kernel_ts=20, kernel_dur=100)
+    builder, main = one_kernel_step(step_us=150)
     builder.cpu_op(main, "aten::item", ts=30, dur=95)
     builder.runtime(main, "cudaStreamSynchronize", ts=32, dur=90)
     builder.cpu_op(main, "aten::add", ts=130, dur=10)
