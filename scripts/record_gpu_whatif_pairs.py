@@ -21,6 +21,11 @@ before its first profiled step, so no recording starts with a backlog of unprofi
 Half the batch halves nearly every kernel (the GEMMs and elementwise ops scale with it; only
 the optimizer's update does not), which `kernel:*=0.5` predicts from gpustall0:
   gpuhalf0                             gpustall0 with half the batch
+
+The next batch is copied host-to-device on a side stream while the step computes; the next
+step waits for it (`wait_stream`) at its start, so the copy crosses the step boundary. Halving
+the bytes halves the copy, which `gpu_memcpy:*=0.5` predicts:
+  gpucopy1024 / gpucopy512 / gpucopy256   a 1024, 512 or 256 MB copy per step
 """
 
 from __future__ import annotations
@@ -65,6 +70,32 @@ def training_step(stall_ms: float, sync: bool, batch_share: float = 1.0):
     return step
 
 
+def prefetch_step(copy_mb: int):
+    """Each step waits for its batch's host-to-device copy (made on a side stream during the
+    previous step), starts the next batch's copy, then trains and calls `.item()`."""
+    model, optimizer = make_model()
+    batch = torch.randn(BATCH, WIDTH, device=DEVICE)
+    copy_stream = torch.cuda.Stream() if DEVICE == "cuda" else None
+    elements = copy_mb * 2**20 // 4
+    hosts = [torch.ones(elements).pin_memory() if DEVICE == "cuda" else torch.ones(elements) for _ in range(2)]
+    devices = [torch.empty(elements, device=DEVICE) for _ in range(2)]
+    steps = [0]
+
+    def step():
+        index = steps[0]
+        steps[0] += 1
+        if copy_stream is not None:
+            torch.cuda.current_stream().wait_stream(copy_stream)  # this step's batch has arrived
+            with torch.cuda.stream(copy_stream), record_function("prefetch"):
+                devices[(index + 1) % 2].copy_(hosts[(index + 1) % 2], non_blocking=True)
+        loss = model(batch + devices[index % 2][:1].sum() * 0).pow(2).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        loss.item()
+    return step
+
+
 VARIANTS = {
     "gpustall12": lambda: training_step(12, True),
     "gpustall6": lambda: training_step(6, True),
@@ -72,6 +103,9 @@ VARIANTS = {
     "gpuasync12": lambda: training_step(12, False),
     "gpuasync0": lambda: training_step(0, False),
     "gpuhalf0": lambda: training_step(0, True, batch_share=0.5),
+    "gpucopy1024": lambda: prefetch_step(1024),
+    "gpucopy512": lambda: prefetch_step(512),
+    "gpucopy256": lambda: prefetch_step(256),
 }
 
 

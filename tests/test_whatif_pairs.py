@@ -48,6 +48,12 @@ CASES = {
     # CUDA, `.item()` waits for the kernels: half the batch halves nearly every kernel
     "gpu: half the kernels' time behind a sync": Pair(
         "gpustall0", "gpuhalf0", Scenario(scales=(Scale("*", 0.5, "kernel"),)), mean),
+    # CUDA, the next batch copied on a side stream across the step boundary (~20, 10, 5 ms
+    # against ~7 ms of kernels): the copy-bound step becomes compute-bound
+    "gpu: the prefetch copy twice as fast": Pair(
+        "gpucopy1024", "gpucopy512", Scenario(scales=(Scale("*", 0.5, "gpu_memcpy"),)), mean),
+    "gpu: the prefetch copy twice as fast, down to the kernels": Pair(
+        "gpucopy512", "gpucopy256", Scenario(scales=(Scale("*", 0.5, "gpu_memcpy"),)), mean),
     # CUDA, no sync in the step: without the stall the GPU's queue sets the pace
     "gpu: data loading free, no sync": Pair(
         "gpuasync12", "gpuasync0", Scenario(scales=(Scale("data_loading", 0.0),)), mean),
