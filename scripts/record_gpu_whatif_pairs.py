@@ -26,6 +26,11 @@ The next batch is copied host-to-device on a side stream while the step computes
 step waits for it (`wait_stream`) at its start, so the copy crosses the step boundary. Halving
 the bytes halves the copy, which `gpu_memcpy:*=0.5` predicts:
   gpucopy1024 / gpucopy512 / gpucopy256   a 1024, 512 or 256 MB copy per step
+
+No sync and 600 unprofiled steps first: the CPU has run so far ahead that the launch queue
+is full, and every launch waits for a slot (the CPU keeps the GPU's pace inside
+cudaLaunchKernel). Halving the kernels (`kernel:*=0.5`) against half the batch:
+  gpuqueue / gpuqueuehalf              the whole batch, half the batch
 """
 
 from __future__ import annotations
@@ -106,7 +111,11 @@ VARIANTS = {
     "gpucopy1024": lambda: prefetch_step(1024),
     "gpucopy512": lambda: prefetch_step(512),
     "gpucopy256": lambda: prefetch_step(256),
+    "gpuqueue": lambda: training_step(0, False),
+    "gpuqueuehalf": lambda: training_step(0, False, batch_share=0.5),
 }
+# variants profiled with the GPU's launch queue full: unprofiled steps first, no sync
+QUEUE_FILL = {"gpuqueue": 600, "gpuqueuehalf": 600}
 
 
 def synchronize():
@@ -119,6 +128,8 @@ def record(variant: str, out: Path) -> None:
     for _ in range(5):  # warm up outside the profiler (cuBLAS handles, allocator)
         step()
     synchronize()
+    for _ in range(QUEUE_FILL.get(variant, 0)):  # run ahead until the launch queue is full
+        step()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEVICE == "cuda" else [])
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
@@ -126,7 +137,7 @@ def record(variant: str, out: Path) -> None:
                      on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
             for index in range(7):
                 step()
-                if index == 1:  # the profiled steps start with an idle GPU, whatever the variant
+                if index == 1 and variant not in QUEUE_FILL:  # the profiled steps start with an idle GPU
                     synchronize()
                 prof.step()
             synchronize()
@@ -156,6 +167,9 @@ def main() -> None:
     args = parser.parse_args()
     WIDTH, BATCH = args.width, args.width // 2
     print(f"device {DEVICE}; one synced step without a stall: {gpu_step_ms():.2f} ms")
+    if DEVICE == "cuda":  # the process's first profiler session starts CUPTI, which drains the GPU
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+            synchronize()
     record_interleaved(Path(args.out), args.only or list(VARIANTS), record)
 
 

@@ -66,6 +66,21 @@ def sync_wait_trace(folder):
     return builder.write(folder / "sync_wait.json")
 
 
+def full_queue_trace(folder):
+    """Step 1 (0-640) launches three 400 µs kernels (10-15, 20-25, 30-630): the third launch
+    waits 595 µs for a launch-queue slot (the others take 5 µs), and the kernels run back to
+    back 20-1220. Step 2 (640-1300) launches one more at 650-655, which runs 1220-1300."""
+    builder = TraceBuilder(rank=0, world_size=1)
+    main = builder.thread(100, "pt_main_thread")
+    builder.step(1, main, ts=0, dur=640)
+    for launch_ts, launch_dur, kernel_ts in ((10, 5, 20), (20, 5, 420), (30, 600, 820)):
+        builder.launch(main, ts=launch_ts, dur=launch_dur, kernel="gemm_kernel", stream=7,
+                       kernel_ts=kernel_ts, kernel_dur=400)
+    builder.step(2, main, ts=640, dur=60)
+    builder.launch(main, ts=650, dur=5, kernel="gemm_kernel", stream=7, kernel_ts=1220, kernel_dur=80)
+    return builder.write(folder / "full_queue.json")
+
+
 def async_steps_trace(folder):
     """Two steps of 100 µs with no sync: each launches at +10-15 a 70 µs kernel starting at +20
     and stalls in data_loading +20-95; the GPU is idle at each step's end."""
@@ -86,6 +101,7 @@ def small(tmp_path, db_path):
     ingest(con, [stall_before_sync_trace(tmp_path)], run_name="stall_before_sync", show_progress=False)
     ingest(con, [async_steps_trace(tmp_path)], run_name="async_steps", show_progress=False)
     ingest(con, [sync_wait_trace(tmp_path)], run_name="sync_wait", show_progress=False)
+    ingest(con, [full_queue_trace(tmp_path)], run_name="full_queue", show_progress=False)
     analyze(con, show_progress=False)
     yield con
     con.close()
@@ -126,6 +142,18 @@ def test_a_sync_that_waited_shortens_with_the_gpu_work(small):
     # rest of the step (122-150 measured, 28 µs) follows
     assert predicted(small, "sync_wait") == [(150.0, 150.0, 150.0)]
     assert predicted(small, "sync_wait", Scale("*gemm*", 0.5, "kernel")) == [(150.0, 150.0, 100.0)]
+
+
+def test_a_launch_that_waited_for_a_queue_slot_keeps_the_gpus_pace(small):
+    # measured, step 1's CPU keeps the GPU's pace inside the third launch (595 µs waiting)
+    assert predicted(small, "full_queue") == [(640.0, 640.0, 640.0), (660.0, 660.0, 660.0)]
+    # kernels twice as fast: the wait goes, and the step would last its 640 µs less the 600 µs
+    # the GPU work it launched loses (40), so the CPU's 45 µs decide; step 2's kernel queues
+    # behind step 1's (20-620) and ends at 660: 615 µs after step 2 starts at 45
+    assert predicted(small, "full_queue", Scale("*gemm*", 0.5, "kernel")) == [(640.0, 640.0, 45.0),
+                                                                            (660.0, 660.0, 615.0)]
+    # faster launches do not help a step that waited for the GPU
+    assert predicted(small, "full_queue", Scale("cudaLaunch*", 0.5, "cuda_runtime"))[0] == (640.0, 640.0, 640.0)
 
 
 def test_gpu_work_queues_behind_the_previous_steps_work_on_its_stream(small):

@@ -54,6 +54,11 @@ CASES = {
         "gpucopy1024", "gpucopy512", Scenario(scales=(Scale("*", 0.5, "gpu_memcpy"),)), mean),
     "gpu: the prefetch copy twice as fast, down to the kernels": Pair(
         "gpucopy512", "gpucopy256", Scenario(scales=(Scale("*", 0.5, "gpu_memcpy"),)), mean),
+    # CUDA, no sync and the launch queue full (600 unprofiled steps first): every launch waits
+    # for a slot. The median step: the last step holds the drain of the whole queue, most of
+    # it launched before the profiled steps (not in the trace; docs/whatif.md, Limits)
+    "gpu: half the kernels' time with the launch queue full": Pair(
+        "gpuqueue", "gpuqueuehalf", Scenario(scales=(Scale("*", 0.5, "kernel"),)), median),
     # CUDA, no sync in the step: without the stall the GPU's queue sets the pace
     "gpu: data loading free, no sync": Pair(
         "gpuasync12", "gpuasync0", Scenario(scales=(Scale("data_loading", 0.0),)), mean),

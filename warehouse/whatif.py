@@ -28,6 +28,10 @@ HANDOFF_US = 3000.0
 # a CPU thread blocked in a collective's wait resumes within this long of its end (as the
 # cross-rank path, warehouse/crossrank.py)
 RESUME_US = 1000.0
+# a launch call this much slower than its name's median waited for a launch-queue slot; a
+# window whose launches waited this share of its length kept the GPU's pace
+QUEUE_WAIT_US = 100.0
+QUEUE_SHARE = 0.1
 STEP_COLUMNS = ["run", "rank", "step", "measured_us", "replay_us", "predicted_us", "speedup"]
 HOTSPOT_COLUMNS = ["kind", "label", "nodes", "measured_us", "predicted_us"]
 
@@ -88,7 +92,8 @@ def _prepare(con, params: dict, scenario: Scenario) -> None:
         "resume_us": RESUME_US,
         "network_changed": scenario.network_changed, "bandwidth_scale": float(scenario.bandwidth_scale),
         "latency_us": scenario.latency_us, "algorithm": scenario.allreduce, "world_size": scenario.world_size,
-        "min_wait_us": MIN_WAIT_US, "handoff_us": HANDOFF_US,
+        "min_wait_us": MIN_WAIT_US, "handoff_us": HANDOFF_US, "queue_wait_us": QUEUE_WAIT_US,
+        "queue_share": QUEUE_SHARE,
     }
     for stage in PREPARE:
         _execute(con, f"whatif/{stage}", values)
@@ -163,6 +168,8 @@ class _Graph:
         self.tail_row = np.where(self.has_tail, first + np.nan_to_num(tail).astype(np.int64), 0)
         self.tail_us = np.nan_to_num(_column(windows, "tail_us"))
         self.cpu_end_us = np.asarray(windows["cpu_end_us"], dtype=float)
+        # a window that waited for launch-queue slots keeps the GPU's pace (40_graph.sql)
+        self.gated_us = _column(windows, "gated_us", -np.inf)
         self.device_ends = np.asarray(windows["device_ends_step"], dtype=bool)
         self.window_of_row = np.asarray(nodes["window_index"], dtype=np.int64)
 
@@ -195,7 +202,8 @@ class _Graph:
     def window_lengths(self, start: np.ndarray) -> np.ndarray:
         """Each window's replayed length, as _finish computes it."""
         end = start + self.duration
-        cpu_end = np.where(self.has_tail, end[self.tail_row] + self.tail_us, self.cpu_end_us)
+        cpu_end = np.fmax(np.where(self.has_tail, end[self.tail_row] + self.tail_us, self.cpu_end_us),
+                          self.gated_us)
         gpu_end = np.full(self.window_count, -np.inf)
         rows = np.flatnonzero(self.gpu)
         np.maximum.at(gpu_end, self.window_of_row[rows], end[rows])
@@ -385,6 +393,7 @@ class _Coupling:
 
 def _finish(windows, nodes, first, start, end, best_source, reported) -> _Replay:
     gpu_end = np.where((nodes["kind"] == "gpu") & ~np.asarray(nodes["carry_in"], dtype=bool), end, -np.inf)
+    gated_us = _column(windows, "gated_us", -np.inf) if len(windows["window_index"]) else []
     results, paths = {}, {}
     for i, window in enumerate(windows["window_index"]):
         if not reported[i]:
@@ -394,6 +403,7 @@ def _finish(windows, nodes, first, start, end, best_source, reported) -> _Replay
         has_tail = not np.ma.is_masked(tail) and tail is not None and not np.isnan(float(tail))
         cpu_end = (end[first[i] + int(tail)] + float(windows["tail_us"][i]) if has_tail
                    else float(windows["cpu_end_us"][i]))
+        cpu_end = float(np.fmax(cpu_end, gated_us[i]))
         last_gpu = first[i] + int(np.argmax(gpu_end[rows])) if gpu_end[rows].size else -1
         # a step ends where the next one starts; only the last one waits for its device work
         gpu_later = bool(windows["device_ends_step"][i]) and last_gpu >= 0 and gpu_end[last_gpu] > cpu_end

@@ -57,13 +57,35 @@ LEFT JOIN wi_removed AS ca ON ca.run_id = e.run_id AND ca.rank = e.rank AND ca.l
 LEFT JOIN wi_removed AS cg ON cg.run_id = e.run_id AND cg.rank = e.rank AND cg.lane = e.dst_lane AND cg.t = e.allowed_us
 LEFT JOIN wi_removed AS cd ON cd.run_id = e.run_id AND cd.rank = e.rank AND cd.lane = e.dst_lane AND cd.t = e.dst_start_us;
 
+-- Windows whose CPU side waited for launch-queue slots (wi_queue_waits) kept the GPU's pace:
+-- each launch waited for an earlier kernel to finish, one completion per launch. The kernels
+-- that freed the slots were launched earlier, often before the profiled steps (so the trace
+-- holds none of them), and in a steady state they are like the window's own: such a window
+-- lasts at least its measured length less the time the change removes from the GPU work it
+-- launched (on its stream that loses the most).
+CREATE OR REPLACE TEMP TABLE wi_window_gates AS
+WITH gated AS (
+    SELECT DISTINCT window_index, window_us FROM wi_queue_waits
+),
+removed AS (
+    SELECT window_index, stream, sum((end_us - start_us) - duration_us) AS removed_us
+    FROM wi_replay_nodes
+    WHERE kind = 'gpu' AND NOT carry_in
+    GROUP BY ALL
+)
+SELECT g.window_index, g.window_us - coalesce(max(r.removed_us), 0.0) AS gated_us
+FROM gated AS g
+LEFT JOIN removed AS r USING (window_index)
+GROUP BY g.window_index, g.window_us;
+
 -- Windows: the CPU tail after the last CPU node, less removed time on its lane.
 CREATE OR REPLACE TEMP TABLE wi_replay_windows AS
 SELECT w.window_index, w.run_id, w.rank, w.step, w.window_us, w.cpu_end_us - w.start_us AS cpu_end_us,
-       w.device_ends_step, w.reported, t.tail_seq,
+       w.device_ends_step, w.reported, t.tail_seq, q.gated_us,
        (t.window_end_us - t.node_end_us) - coalesce(ct.removed_us - cn.removed_us, 0.0) AS tail_us
 FROM wi_windows AS w
 LEFT JOIN wi_window_tails AS t USING (window_index)
+LEFT JOIN wi_window_gates AS q USING (window_index)
 LEFT JOIN wi_nodes AS n ON n.window_index = t.window_index AND n.seq = t.tail_seq
 LEFT JOIN wi_removed AS cn ON cn.run_id = n.run_id AND cn.rank = n.rank AND cn.lane = t.lane AND cn.t = t.node_end_us
 LEFT JOIN wi_removed AS ct ON ct.run_id = n.run_id AND ct.rank = n.rank AND ct.lane = t.lane
