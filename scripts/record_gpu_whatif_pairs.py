@@ -27,6 +27,10 @@ step waits for it (`wait_stream`) at its start, so the copy crosses the step bou
 the bytes halves the copy, which `gpu_memcpy:*=0.5` predicts:
   gpucopy1024 / gpucopy512 / gpucopy256   a 1024, 512 or 256 MB copy per step
 
+The same step captured once in a CUDA graph and replayed (one cudaGraphLaunch for all its
+kernels), then `.item()`; `kernel:*=0.5` against half the batch:
+  gpugraph / gpugraphhalf              the whole batch, half the batch
+
 No sync and 600 unprofiled steps first: the CPU has run so far ahead that the launch queue
 is full, and every launch waits for a slot (the CPU keeps the GPU's pace inside
 cudaLaunchKernel). Halving the kernels (`kernel:*=0.5`) against half the batch:
@@ -101,6 +105,33 @@ def prefetch_step(copy_mb: int):
     return step
 
 
+def graph_step(batch_share: float):
+    """The training step captured once in a CUDA graph and replayed, then `.item()`."""
+    model, optimizer = make_model()
+    static_in = torch.randn(int(BATCH * batch_share), WIDTH, device=DEVICE)
+    if DEVICE != "cuda":  # a CPU smoke run has no graphs: the plain step
+        return training_step(0, True, batch_share)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            optimizer.zero_grad(set_to_none=True)
+            model(static_in).pow(2).mean().backward()
+            optimizer.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        static_loss = model(static_in).pow(2).mean()
+        static_loss.backward()
+        optimizer.step()
+
+    def step():
+        graph.replay()
+        static_loss.item()
+    return step
+
+
 VARIANTS = {
     "gpustall12": lambda: training_step(12, True),
     "gpustall6": lambda: training_step(6, True),
@@ -111,6 +142,8 @@ VARIANTS = {
     "gpucopy1024": lambda: prefetch_step(1024),
     "gpucopy512": lambda: prefetch_step(512),
     "gpucopy256": lambda: prefetch_step(256),
+    "gpugraph": lambda: graph_step(1.0),
+    "gpugraphhalf": lambda: graph_step(0.5),
     "gpuqueue": lambda: training_step(0, False),
     "gpuqueuehalf": lambda: training_step(0, False, batch_share=0.5),
 }

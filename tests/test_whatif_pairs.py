@@ -54,6 +54,9 @@ CASES = {
         "gpucopy1024", "gpucopy512", Scenario(scales=(Scale("*", 0.5, "gpu_memcpy"),)), mean),
     "gpu: the prefetch copy twice as fast, down to the kernels": Pair(
         "gpucopy512", "gpucopy256", Scenario(scales=(Scale("*", 0.5, "gpu_memcpy"),)), mean),
+    # CUDA, the same step captured in a CUDA graph (one launch for all its kernels)
+    "gpu: half the kernels' time in a CUDA graph": Pair(
+        "gpugraph", "gpugraphhalf", Scenario(scales=(Scale("*", 0.5, "kernel"),)), mean),
     # CUDA, no sync and the launch queue full (600 unprofiled steps first): every launch waits
     # for a slot. The median step: the last step holds the drain of the whole queue, most of
     # it launched before the profiled steps (not in the trace; docs/whatif.md, Limits)
