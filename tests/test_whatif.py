@@ -144,6 +144,15 @@ def test_a_sync_that_waited_shortens_with_the_gpu_work(small):
     assert predicted(small, "sync_wait", Scale("*gemm*", 0.5, "kernel")) == [(150.0, 150.0, 100.0)]
 
 
+def test_a_sync_that_no_longer_waits_is_not_shown_waiting_on_the_path(small):
+    # kernel 20-30: the sync (starting at 32) finds the GPU done; aten::item (30-122 measured,
+    # 92 µs with the wait) lasts 2 µs on the predicted path, up to where the rest of it starts
+    result = whatif(small, run="sync_wait", scenario=Scenario(scales=(Scale("*gemm*", 0.1, "kernel"),)),
+                    persist=False)
+    assert [row[5] for row in result.steps] == [60.0]
+    assert {label: predicted_us for _, label, _, _, predicted_us in result.hotspots}["aten::item"] == 2.0
+
+
 def test_a_launch_that_waited_for_a_queue_slot_keeps_the_gpus_pace(small):
     # measured, step 1's CPU keeps the GPU's pace inside the third launch (595 µs waiting)
     assert predicted(small, "full_queue") == [(640.0, 640.0, 640.0), (660.0, 660.0, 660.0)]

@@ -412,7 +412,21 @@ def _finish(windows, nodes, first, start, end, best_source, reported) -> _Replay
                                 float(windows["window_us"][i]), float(predicted))
         last = last_gpu if gpu_later else (first[i] + int(tail) if has_tail else -1)
         paths[int(window)] = _backtrack(last, best_source)
-    return _Replay(results, nodes, start, end, paths)
+    return _Replay(results, nodes, start, _shown_end(nodes, first, start, end), paths)
+
+
+def _shown_end(nodes, first, start, end) -> np.ndarray:
+    """Where each node ends in the path's rows: a CPU node that ends in a blocking sync keeps its
+    measured wait in its duration, but the replay lets what follows it go when the GPU work
+    is done, so it is shown ending where the next node on its thread starts."""
+    shown = end.copy()
+    rows = np.flatnonzero(np.asarray(nodes["ends_with_sync"], dtype=bool))
+    following = _column(nodes, "next_on_lane_seq", -1.0)[rows].astype(np.int64)
+    rows, following = rows[following >= 0], following[following >= 0]
+    if rows.size:
+        after = first[np.asarray(nodes["window_index"], dtype=np.int64)[rows]] + following
+        shown[rows] = np.clip(start[after], start[rows], end[rows])
+    return shown
 
 
 def _backtrack(last: int, best_source: np.ndarray) -> list[int]:

@@ -36,7 +36,10 @@ SELECT n.window_index, n.seq, n.node_id, n.kind, n.label, n.carry_in, n.stream,
        (n.end_us - n.start_us) - (coalesce(ce.removed_us, 0.0) - coalesce(cs.removed_us, 0.0)) AS duration_us,
        (n.start_us - n.window_start_us) - (coalesce(cs.removed_us, 0.0) - coalesce(cw.removed_us, 0.0)) AS lead_us,
        EXISTS (SELECT 1 FROM wi_edge_times AS e WHERE e.window_index = n.window_index AND e.dst_seq = n.seq)
-           AS has_predecessor
+           AS has_predecessor,
+       -- a node that ends in a sync is shown ending where the next node on its thread starts
+       n.ends_with_sync,
+       lead(n.seq) OVER (PARTITION BY n.window_index, n.lane ORDER BY n.start_us, n.node_id) AS next_on_lane_seq
 FROM wi_nodes AS n
 LEFT JOIN wi_removed AS cs ON cs.run_id = n.run_id AND cs.rank = n.rank AND cs.lane = n.lane AND cs.t = n.start_us
 LEFT JOIN wi_removed AS ce ON ce.run_id = n.run_id AND ce.rank = n.rank AND ce.lane = n.lane AND ce.t = n.end_us
