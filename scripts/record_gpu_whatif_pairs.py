@@ -27,6 +27,11 @@ step waits for it (`wait_stream`) at its start, so the copy crosses the step bou
 the bytes halves the copy, which `gpu_memcpy:*=0.5` predicts:
   gpucopy1024 / gpucopy512 / gpucopy256   a 1024, 512 or 256 MB copy per step
 
+The same step under DDP over NCCL (world size 1): the gradient all-reduces overlap backward
+on NCCL's stream. Half the batch halves the compute kernels, not the all-reduces
+(`kernel:*=0.5`, then `kernel:nccl*=1`):
+  gpuddp / gpuddphalf                  the whole batch, half the batch
+
 The same step captured once in a CUDA graph and replayed (one cudaGraphLaunch for all its
 kernels), then `.item()`; `kernel:*=0.5` against half the batch:
   gpugraph / gpugraphhalf              the whole batch, half the batch
@@ -63,15 +68,21 @@ def make_model():
     return model, torch.optim.SGD(model.parameters(), lr=1e-4)
 
 
+def train(model, optimizer, batch):
+    """Forward, backward and the optimizer's step; the loss, still on the GPU."""
+    loss = model(batch).pow(2).mean()
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
 def training_step(stall_ms: float, sync: bool, batch_share: float = 1.0):
     model, optimizer = make_model()
     batch = torch.randn(int(BATCH * batch_share), WIDTH, device=DEVICE)
 
     def step():
-        loss = model(batch).pow(2).mean()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        loss = train(model, optimizer, batch)
         with record_function("data_loading"):  # the CPU prepares the next batch meanwhile
             time.sleep(stall_ms / 1000)
         if sync:
@@ -102,6 +113,26 @@ def prefetch_step(copy_mb: int):
         loss.backward()
         optimizer.step()
         loss.item()
+    return step
+
+
+def ddp_step(batch_share: float):
+    """The training step under DistributedDataParallel over NCCL (world size 1): gradient
+    buckets are all-reduced on NCCL's stream while backward runs; then `.item()`."""
+    import os
+
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29541")
+        dist.init_process_group("nccl" if DEVICE == "cuda" else "gloo", rank=0, world_size=1)
+    model, _ = make_model()
+    model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
+    batch = torch.randn(int(BATCH * batch_share), WIDTH, device=DEVICE)
+
+    def step():
+        train(model, optimizer, batch).item()
     return step
 
 
@@ -142,6 +173,8 @@ VARIANTS = {
     "gpucopy1024": lambda: prefetch_step(1024),
     "gpucopy512": lambda: prefetch_step(512),
     "gpucopy256": lambda: prefetch_step(256),
+    "gpuddp": lambda: ddp_step(1.0),
+    "gpuddphalf": lambda: ddp_step(0.5),
     "gpugraph": lambda: graph_step(1.0),
     "gpugraphhalf": lambda: graph_step(0.5),
     "gpuqueue": lambda: training_step(0, False),

@@ -54,6 +54,10 @@ CASES = {
         "gpucopy1024", "gpucopy512", Scenario(scales=(Scale("*", 0.5, "gpu_memcpy"),)), mean),
     "gpu: the prefetch copy twice as fast, down to the kernels": Pair(
         "gpucopy512", "gpucopy256", Scenario(scales=(Scale("*", 0.5, "gpu_memcpy"),)), mean),
+    # CUDA, DDP over NCCL: the all-reduces (not halved with the batch) overlap backward
+    "gpu: half the compute kernels' time under DDP": Pair(
+        "gpuddp", "gpuddphalf",
+        Scenario(scales=(Scale("*", 0.5, "kernel"), Scale("nccl*", 1.0, "kernel"))), mean),
     # CUDA, the same step captured in a CUDA graph (one launch for all its kernels)
     "gpu: half the kernels' time in a CUDA graph": Pair(
         "gpugraph", "gpugraphhalf", Scenario(scales=(Scale("*", 0.5, "kernel"),)), mean),
