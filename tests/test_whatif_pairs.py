@@ -17,6 +17,7 @@ from typing import Callable
 
 import pytest
 
+from invariants import broken_invariants
 from warehouse.analyze import analyze
 from warehouse.connection import connect
 from warehouse.ingest import ingest
@@ -125,3 +126,11 @@ def test_a_gpu_bound_prediction_never_beats_the_kernels(pairs):
         WHERE r.name = 'gpustall0-r1' AND e.cat = 'kernel'""").fetchone()[0]
     for case in ("gpu: data loading free before a sync", "gpu: data loading free, no sync"):
         assert evaluate(pairs, CASES[case])["predicted"] >= kernels_us, case
+
+
+def test_every_recorded_step_keeps_the_critical_path_invariants(pairs):
+    # the pairs are real CPU and CUDA runs too (66 traces): the engine's path on each must be
+    # a chain of real edges that moves back in time, counts no time twice (within a step or
+    # across steps), keeps 0 < CPCR <= 1 and adds up with its remainder to the step
+    assert pairs.execute("SELECT count(*) FROM runs").fetchone()[0] == len(list(PAIRS.glob("*.json.gz")))
+    assert broken_invariants(pairs) == {}
