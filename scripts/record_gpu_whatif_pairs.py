@@ -32,6 +32,11 @@ on NCCL's stream. Half the batch halves the compute kernels, not the all-reduces
 (`kernel:*=0.5`, then `kernel:nccl*=1`):
   gpuddp / gpuddphalf                  the whole batch, half the batch
 
+A loader thread stalls, makes each batch in pinned memory and hands it over a queue; the
+main thread copies it to the GPU, trains and calls `.item()`. Removing the stall
+(`loader_stall=0`) turns the loader-bound step GPU-bound:
+  gpuloader15 / gpuloader0             a 15 ms stall, none
+
 The same step captured once in a CUDA graph and replayed (one cudaGraphLaunch for all its
 kernels), then `.item()`; `kernel:*=0.5` against half the batch:
   gpugraph / gpugraphhalf              the whole batch, half the batch
@@ -52,7 +57,7 @@ import time
 from pathlib import Path
 
 import torch
-from record_whatif_pairs import record_interleaved  # this folder's CPU recorder
+from record_whatif_pairs import record_interleaved, start_loader  # this folder's CPU recorder
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 WIDTH = 4096
@@ -136,6 +141,25 @@ def ddp_step(batch_share: float):
     return step
 
 
+def loader_step(stall_ms: float):
+    """A loader thread stalls, makes the next batch in pinned memory and puts it in a queue;
+    the main thread takes it, copies it to the GPU, trains and calls `.item()`."""
+    import itertools
+
+    model, optimizer = make_model()
+    source = torch.randn(BATCH, WIDTH)
+    pool = [torch.empty(BATCH, WIDTH, pin_memory=DEVICE == "cuda") for _ in range(4)]
+    made = itertools.count()
+    # each batch a copy into the next pinned buffer (~3 ms)
+    batches, finish = start_loader(stall_ms, lambda: pool[next(made) % len(pool)].copy_(source), maxsize=2)
+
+    def step():
+        batch = batches.get().to(DEVICE, non_blocking=True)
+        train(model, optimizer, batch).item()
+    step.finish = finish
+    return step
+
+
 def graph_step(batch_share: float):
     """The training step captured once in a CUDA graph and replayed, then `.item()`."""
     model, optimizer = make_model()
@@ -175,6 +199,8 @@ VARIANTS = {
     "gpucopy256": lambda: prefetch_step(256),
     "gpuddp": lambda: ddp_step(1.0),
     "gpuddphalf": lambda: ddp_step(0.5),
+    "gpuloader15": lambda: loader_step(15),
+    "gpuloader0": lambda: loader_step(0),
     "gpugraph": lambda: graph_step(1.0),
     "gpugraphhalf": lambda: graph_step(0.5),
     "gpuqueue": lambda: training_step(0, False),
@@ -197,10 +223,13 @@ def record(variant: str, out: Path) -> None:
     for _ in range(QUEUE_FILL.get(variant, 0)):  # run ahead until the launch queue is full
         step()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEVICE == "cuda" else [])
+    config = (torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
+              if variant.startswith("gpuloader") else None)  # the loader thread's annotations
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
         with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=5),
-                     on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
+                     on_trace_ready=lambda p: p.export_chrome_trace(str(raw)),
+                     experimental_config=config) as prof:
             for index in range(7):
                 step()
                 if index == 1 and variant not in QUEUE_FILL:  # the profiled steps start with an idle GPU
@@ -209,6 +238,8 @@ def record(variant: str, out: Path) -> None:
             synchronize()
         with raw.open("rb") as src, gzip.open(out, "wb", compresslevel=9) as dst:
             shutil.copyfileobj(src, dst)
+    if hasattr(step, "finish"):  # a loader thread stops before the next variant
+        step.finish()
 
 
 def gpu_step_ms() -> float:

@@ -74,10 +74,10 @@ def compute_step(iterations: int):
     return step, None
 
 
-def loader_step(stall_ms: float):
-    """The loader stalls, then makes a batch and puts it; the main thread computes meanwhile."""
-    model, optimizer = make_model()
-    batches: queue.Queue = queue.Queue(maxsize=1)
+def start_loader(stall_ms: float, make_batch, maxsize: int = 1):
+    """A thread that stalls in record_function("loader_stall"), makes a batch in
+    record_function("make_batch") and puts it in a queue, until stopped: (queue, stop)."""
+    batches: queue.Queue = queue.Queue(maxsize=maxsize)
     stop = threading.Event()
 
     def loader():
@@ -85,7 +85,7 @@ def loader_step(stall_ms: float):
             with record_function("loader_stall"):
                 time.sleep(stall_ms / 1000)
             with record_function("make_batch"):
-                batch = torch.randn(64, FEATURES) * 2
+                batch = make_batch()
             while not stop.is_set():
                 try:
                     batches.put(batch, timeout=0.05)
@@ -95,12 +95,19 @@ def loader_step(stall_ms: float):
 
     thread = threading.Thread(target=loader, name="loader", daemon=True)
     thread.start()
+    return batches, lambda: (stop.set(), thread.join())
+
+
+def loader_step(stall_ms: float):
+    """The loader stalls, then makes a batch and puts it; the main thread computes meanwhile."""
+    model, optimizer = make_model()
+    batches, finish = start_loader(stall_ms, lambda: torch.randn(64, FEATURES) * 2)
 
     def step():
         compute(100)
         batch = batches.get()
         train_step(model, optimizer, batch)
-    return step, lambda: (stop.set(), thread.join())
+    return step, finish
 
 
 VARIANTS = {

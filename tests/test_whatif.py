@@ -81,6 +81,19 @@ def full_queue_trace(folder):
     return builder.write(folder / "full_queue.json")
 
 
+def loader_at_step_start_trace(folder):
+    """Step 0-10000 µs whose main thread waits from the step's start for a loader thread's batch:
+    the loader stalls 500-4500 and copies 4500-5500; the main thread computes 5600-9000."""
+    builder = TraceBuilder(rank=0, world_size=1)
+    main = builder.thread(100, "pt_main_thread")
+    loader = builder.thread(200, "loader")
+    builder.step(1, main, ts=0, dur=10000)
+    builder.annotation(loader, "loader_stall", ts=500, dur=4000)
+    builder.cpu_op(loader, "aten::copy_", ts=4500, dur=1000)
+    builder.cpu_op(main, "aten::mm", ts=5600, dur=3400)
+    return builder.write(folder / "loader_at_step_start.json")
+
+
 def async_steps_trace(folder):
     """Two steps of 100 µs with no sync: each launches at +10-15 a 70 µs kernel starting at +20
     and stalls in data_loading +20-95; the GPU is idle at each step's end."""
@@ -102,6 +115,7 @@ def small(tmp_path, db_path):
     ingest(con, [async_steps_trace(tmp_path)], run_name="async_steps", show_progress=False)
     ingest(con, [sync_wait_trace(tmp_path)], run_name="sync_wait", show_progress=False)
     ingest(con, [full_queue_trace(tmp_path)], run_name="full_queue", show_progress=False)
+    ingest(con, [loader_at_step_start_trace(tmp_path)], run_name="loader_at_step_start", show_progress=False)
     analyze(con, show_progress=False)
     yield con
     con.close()
@@ -163,6 +177,14 @@ def test_a_launch_that_waited_for_a_queue_slot_keeps_the_gpus_pace(small):
                                                                             (660.0, 660.0, 615.0)]
     # faster launches do not help a step that waited for the GPU
     assert predicted(small, "full_queue", Scale("cudaLaunch*", 0.5, "cuda_runtime"))[0] == (640.0, 640.0, 640.0)
+
+
+def test_a_thread_that_waits_from_the_step_start_waits_less_for_a_faster_loader(small):
+    # the main thread's first op (5600) follows the loader's copy (ends 5500): an inferred wait
+    # from the step's start; without the 4000 µs stall the copy ends at 1500, so the wait
+    # shrinks by 4000 and the step by as much
+    assert predicted(small, "loader_at_step_start") == [(10000.0, 10000.0, 10000.0)]
+    assert predicted(small, "loader_at_step_start", Scale("loader_stall", 0.0)) == [(10000.0, 10000.0, 6000.0)]
 
 
 def test_gpu_work_queues_behind_the_previous_steps_work_on_its_stream(small):

@@ -134,3 +134,14 @@ def test_every_recorded_step_keeps_the_critical_path_invariants(pairs):
     # across steps), keeps 0 < CPCR <= 1 and adds up with its remainder to the step
     assert pairs.execute("SELECT count(*) FROM runs").fetchone()[0] == len(list(PAIRS.glob("*.json.gz")))
     assert broken_invariants(pairs) == {}
+
+
+def test_a_gpu_loader_pipelined_across_steps_is_predicted_only_in_part(pairs):
+    # gpuloader15 -> gpuloader0: the loader thread makes the next batch while the step trains,
+    # so its stall straddles the step boundary. The wait at the step's start is inferred and
+    # shrinks by the stall inside the step; the part in the previous step stays (CPU threads
+    # do not carry across steps, docs/whatif.md): 11.9 ms predicted, 8.5 measured, from 17.7
+    result = evaluate(pairs, Pair("gpuloader15", "gpuloader0",
+                                  Scenario(scales=(Scale("loader_stall", 0.0),)), mean))
+    measured = mean(step_us(pairs, f"gpuloader15-r{i}", statistic=mean)[0] for i in REPETITIONS)
+    assert result["truth"] < result["predicted"] < 0.75 * measured

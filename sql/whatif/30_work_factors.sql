@@ -118,9 +118,13 @@ lanes AS (
       AND (w.run_id, w.rank) IN (SELECT run_id, rank FROM changed_lanes)
 ),
 lane_ops AS (
+    -- a thread's first op in the window waited from the window's start (a step that begins
+    -- by taking its batch from a loader thread)
     SELECT l.run_id, l.rank, l.window_start_us, l.pid, l.tid, e.ts_us,
-           max(e.end_us) OVER (PARTITION BY l.run_id, l.rank, l.step, l.pid, l.tid ORDER BY e.ts_us, e.event_id
-                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS idle_from_us
+           coalesce(max(e.end_us) OVER (PARTITION BY l.run_id, l.rank, l.step, l.pid, l.tid
+                                        ORDER BY e.ts_us, e.event_id
+                                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                    l.window_start_us) AS idle_from_us
     FROM lanes AS l
     JOIN events AS e
         ON e.run_id = l.run_id AND e.rank = l.rank AND e.pid = l.pid AND e.tid = l.tid AND e.ph = 'X'
