@@ -129,7 +129,7 @@ def test_a_gpu_bound_prediction_never_beats_the_kernels(pairs):
 
 
 def test_every_recorded_step_keeps_the_critical_path_invariants(pairs):
-    # the pairs are real CPU and CUDA runs too (66 traces): the engine's path on each must be
+    # the pairs are real CPU and CUDA runs too (72 traces): the engine's path on each must be
     # a chain of real edges that moves back in time, counts no time twice (within a step or
     # across steps), keeps 0 < CPCR <= 1 and adds up with its remainder to the step
     assert pairs.execute("SELECT count(*) FROM runs").fetchone()[0] == len(list(PAIRS.glob("*.json.gz")))
