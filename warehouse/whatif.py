@@ -56,7 +56,8 @@ def whatif(con: duckdb.DuckDBPyConnection, run: str | None = None, rank: int | N
     arrival plus its transfer time; without, each rank keeps its measured waiting."""
     scenario.validate()
     params = {"run_id": _run_id(con, run), "rank": rank, "step": step,
-              "all_ranks": bool(coupled and rank is not None), "coupled": bool(coupled)}
+              "all_ranks": bool(coupled and rank is not None), "coupled": bool(coupled),
+              "queue_wait_us": QUEUE_WAIT_US, "queue_share": QUEUE_SHARE}
     for stage in SCOPE:
         _execute(con, f"whatif/{stage}", params)
     baseline = _replay(con, params, Scenario())
@@ -92,8 +93,7 @@ def _prepare(con, params: dict, scenario: Scenario) -> None:
         "resume_us": RESUME_US,
         "network_changed": scenario.network_changed, "bandwidth_scale": float(scenario.bandwidth_scale),
         "latency_us": scenario.latency_us, "algorithm": scenario.allreduce, "world_size": scenario.world_size,
-        "min_wait_us": MIN_WAIT_US, "handoff_us": HANDOFF_US, "queue_wait_us": QUEUE_WAIT_US,
-        "queue_share": QUEUE_SHARE,
+        "min_wait_us": MIN_WAIT_US, "handoff_us": HANDOFF_US,
     }
     for stage in PREPARE:
         _execute(con, f"whatif/{stage}", values)
@@ -248,8 +248,7 @@ class _StreamCarry:
         self.carry_rows, self.carry_window, self.carry_stream = carry_rows
         self.streams = int(max(self.row_stream.max(initial=-1), self.first_stream.max(initial=-1),
                                self.carry_stream.max(initial=-1))) + 1
-        measured_end = np.asarray(graph.measured_end, dtype=float)
-        self.measured_before = self._ends_before(measured_end, chain.origin0)
+        self.measured_before = self._ends_before(graph.measured_end, chain.origin0)
 
     @classmethod
     def build(cls, graph: _Graph, nodes: dict, chain: _WindowChain) -> "_StreamCarry | None":
@@ -393,7 +392,7 @@ class _Coupling:
 
 def _finish(windows, nodes, first, start, end, best_source, reported) -> _Replay:
     gpu_end = np.where((nodes["kind"] == "gpu") & ~np.asarray(nodes["carry_in"], dtype=bool), end, -np.inf)
-    gated_us = _column(windows, "gated_us", -np.inf) if len(windows["window_index"]) else []
+    gated_us = _column(windows, "gated_us", -np.inf)
     results, paths = {}, {}
     for i, window in enumerate(windows["window_index"]):
         if not reported[i]:

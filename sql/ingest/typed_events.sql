@@ -1,6 +1,7 @@
 -- Type the raw event objects of one trace file (a JSON array in $events_file, or one part of
--- the file's array whose first event is at $first_event_id), parsing each object once: json_transform reads every Kineto field in one pass (ts as DECIMAL straight
--- from the number text, so nanosecond digits survive). Runs in a bare in-memory DuckDB inside
+-- the file's array whose first event is at $first_event_id), parsing each object once:
+-- json_transform reads every Kineto field in one pass (ts as DECIMAL straight from the number
+-- text, so nanosecond digits survive). Runs in a bare in-memory DuckDB inside
 -- the ingest worker (traceio.py); the result travels to the warehouse as Arrow. The CTEs are
 -- not MATERIALIZED: DuckDB computes json_transform once per row either way, and copying the
 -- rows (raw JSON included) into two materializations cost 10-20% of the query.

@@ -1,6 +1,7 @@
 -- The replay's graph, the same for every scenario of one what-if: every node of the selected
--- windows, every edge with the instant it let its destination start in the measurement, and
--- where each window's CPU side ends. Scenario-dependent durations: 40_graph.sql.
+-- windows, every edge with the instant it let its destination start in the measurement, the
+-- launch-queue waits, and where each window's CPU side ends. Scenario-dependent durations:
+-- 40_graph.sql.
 
 CREATE OR REPLACE TEMP TABLE wi_nodes AS
 SELECT w.window_index, n.run_id, n.rank, n.step, n.node_id, n.kind, n.label, n.carry_in,
@@ -70,6 +71,33 @@ SELECT e.window_index, s.seq AS src_seq, d.seq AS dst_seq, e.allowed_us,
 FROM timed AS e
 JOIN wi_nodes AS s ON s.window_index = e.window_index AND s.node_id = e.src
 JOIN wi_nodes AS d ON d.window_index = e.window_index AND d.node_id = e.dst;
+
+-- Launch-queue waits: with the GPU's launch queue full, a launch call blocks until a kernel
+-- completes and frees a slot, so the CPU keeps the GPU's pace inside cudaLaunchKernel. The
+-- time a launch took beyond its name's median, when that is at least $queue_wait_us, is such
+-- a wait, not CPU work: every replay removes it from its thread (factor 0 in wi_work_shrink, 30_work_factors.sql),
+-- and the window keeps the GPU's pace instead (wi_window_gates, 40_graph.sql). The same for
+-- every scenario of one what-if.
+CREATE OR REPLACE TEMP TABLE wi_queue_waits AS
+WITH launches AS (
+    SELECT e.run_id, e.rank, e.event_id, 'cpu/' || e.pid || '/' || e.tid AS lane, e.ts_us, e.end_us,
+           e.dur_us, median(e.dur_us) OVER (PARTITION BY e.run_id, e.rank, e.name) AS typical_us
+    FROM events AS e
+    WHERE e.ph = 'X' AND is_runtime_category(e.cat) AND (e.name ILIKE '%Launch%' OR e.name ILIKE '%MemsetAsync')
+      AND (e.run_id, e.rank) IN (SELECT DISTINCT run_id, rank FROM wi_windows)
+),
+waits AS (
+    SELECT w.window_index, w.window_us, l.run_id, l.rank, l.event_id, l.lane,
+           greatest(l.ts_us + l.typical_us, w.start_us) AS ts_us, least(l.end_us, w.start_us + w.window_us) AS end_us
+    FROM launches AS l
+    JOIN wi_windows AS w
+        ON w.run_id = l.run_id AND w.rank = l.rank AND l.end_us > w.start_us AND l.ts_us < w.start_us + w.window_us
+    WHERE l.dur_us - l.typical_us >= $queue_wait_us
+)
+-- a stray slow launch (a first launch loading modules, the thread preempted) is no full
+-- queue: only windows whose launches waited $queue_share of their length count
+SELECT * FROM waits
+QUALIFY sum(end_us - ts_us) OVER (PARTITION BY window_index) >= $queue_share * window_us;
 
 -- Where each window's CPU side ends: after its last CPU node, by the measured tail.
 CREATE OR REPLACE TEMP TABLE wi_window_tails AS

@@ -20,32 +20,6 @@ SELECT run_id, rank, event_id, 'gpu/' || stream AS lane, ts_us, end_us,
        (dur_us - least(dur_us, before_us) + least(dur_us, before_us) * after_us / before_us) / dur_us AS factor
 FROM modelled WHERE before_us > 0;
 
--- Launch-queue waits: with the GPU's launch queue full, a launch call blocks until a kernel
--- completes and frees a slot, so the CPU keeps the GPU's pace inside cudaLaunchKernel. The
--- time a launch took beyond its name's median, when that is at least $queue_wait_us, is such
--- a wait, not CPU work: every replay removes it from its thread (factor 0 in wi_work_shrink),
--- and the window keeps the GPU's pace instead (wi_window_gates, 40_graph.sql).
-CREATE OR REPLACE TEMP TABLE wi_queue_waits AS
-WITH launches AS (
-    SELECT e.run_id, e.rank, e.event_id, 'cpu/' || e.pid || '/' || e.tid AS lane, e.ts_us, e.end_us,
-           e.dur_us, median(e.dur_us) OVER (PARTITION BY e.run_id, e.rank, e.name) AS typical_us
-    FROM events AS e
-    WHERE e.ph = 'X' AND is_runtime_category(e.cat) AND (e.name ILIKE '%Launch%' OR e.name ILIKE '%MemsetAsync')
-      AND (e.run_id, e.rank) IN (SELECT DISTINCT run_id, rank FROM wi_windows)
-),
-waits AS (
-    SELECT w.window_index, w.window_us, l.run_id, l.rank, l.event_id, l.lane,
-           greatest(l.ts_us + l.typical_us, w.start_us) AS ts_us, least(l.end_us, w.start_us + w.window_us) AS end_us
-    FROM launches AS l
-    JOIN wi_windows AS w
-        ON w.run_id = l.run_id AND w.rank = l.rank AND l.end_us > w.start_us AND l.ts_us < w.start_us + w.window_us
-    WHERE l.dur_us - l.typical_us >= $queue_wait_us
-)
--- a stray slow launch (a first launch loading modules, the thread preempted) is no full
--- queue: only windows whose launches waited $queue_share of their length count
-SELECT * FROM waits
-QUALIFY sum(end_us - ts_us) OVER (PARTITION BY window_index) >= $queue_share * window_us;
-
 CREATE OR REPLACE TEMP TABLE wi_event_factors AS
 -- rules are matched against the distinct (name, category) pairs, then joined to the events
 WITH kinds AS (
