@@ -94,6 +94,40 @@ def loader_at_step_start_trace(folder):
     return builder.write(folder / "loader_at_step_start.json")
 
 
+def loader_across_steps_trace(folder):
+    """Two steps (0-10000, 10000-20000 µs) whose main thread waits from each step's start for a
+    loader thread's batch, then computes for 3400 µs. The loader stalls 500-4500 and copies
+    4500-5500 (batch 1, taken at 5600), then stalls 5600-14500, across the step boundary, and
+    copies 14500-15500 (batch 2, taken at 15600)."""
+    builder = TraceBuilder(rank=0, world_size=1)
+    main = builder.thread(100, "pt_main_thread")
+    loader = builder.thread(200, "loader")
+    for number, at, taken in ((1, 0, 5600), (2, 10000, 15600)):
+        builder.step(number, main, ts=at, dur=10000)
+        builder.cpu_op(main, "aten::mm", ts=taken, dur=3400)
+    for stall_from, copy_from in ((500, 4500), (5600, 14500)):
+        builder.annotation(loader, "loader_stall", ts=stall_from, dur=copy_from - stall_from)
+        builder.cpu_op(loader, "aten::copy_", ts=copy_from, dur=1000)
+    return builder.write(folder / "loader_across_steps.json")
+
+
+def backward_after_forward_trace(folder):
+    """Two steps (0-10000, 10000-20000 µs): the main thread runs forward 100-1150, the
+    autograd thread waits from the step's start for it and runs backward 1300-2300, then the
+    main thread stalls in data_loading 2500-9500 and adds 9600-9700 (times from each step's
+    start)."""
+    builder = TraceBuilder(rank=0, world_size=1)
+    main = builder.thread(100, "pt_main_thread")
+    autograd = builder.thread(101, "pt_autograd_0")
+    for number, at in ((1, 0), (2, 10000)):
+        builder.step(number, main, ts=at, dur=10000)
+        builder.cpu_op(main, "aten::mm", ts=at + 100, dur=1050)
+        builder.cpu_op(autograd, "MmBackward0", ts=at + 1300, dur=1000)
+        builder.annotation(main, "data_loading", ts=at + 2500, dur=7000)
+        builder.cpu_op(main, "aten::add", ts=at + 9600, dur=100)
+    return builder.write(folder / "backward_after_forward.json")
+
+
 def async_steps_trace(folder):
     """Two steps of 100 µs with no sync: each launches at +10-15 a 70 µs kernel starting at +20
     and stalls in data_loading +20-95; the GPU is idle at each step's end."""
@@ -116,6 +150,8 @@ def small(tmp_path, db_path):
     ingest(con, [sync_wait_trace(tmp_path)], run_name="sync_wait", show_progress=False)
     ingest(con, [full_queue_trace(tmp_path)], run_name="full_queue", show_progress=False)
     ingest(con, [loader_at_step_start_trace(tmp_path)], run_name="loader_at_step_start", show_progress=False)
+    ingest(con, [loader_across_steps_trace(tmp_path)], run_name="loader_across_steps", show_progress=False)
+    ingest(con, [backward_after_forward_trace(tmp_path)], run_name="backward_after_forward", show_progress=False)
     analyze(con, show_progress=False)
     yield con
     con.close()
@@ -185,6 +221,26 @@ def test_a_thread_that_waits_from_the_step_start_waits_less_for_a_faster_loader(
     # shrinks by 4000 and the step by as much
     assert predicted(small, "loader_at_step_start") == [(10000.0, 10000.0, 10000.0)]
     assert predicted(small, "loader_at_step_start", Scale("loader_stall", 0.0)) == [(10000.0, 10000.0, 6000.0)]
+
+
+def test_a_loader_stall_across_the_step_boundary_counts_whole_for_the_next_step(small):
+    # step 1: as above, the wait shrinks by the 4000 µs stall. Step 2: the threads last met at
+    # the hand-off at 5600; the 8900 µs stall since then (4400 of it in step 1) is gone, so
+    # batch 2 is ready when step 2 starts: the step is its 3400 µs of compute and the 1000 µs
+    # after it. Each wait is counted once: counted four times, step 1 came out negative.
+    assert predicted(small, "loader_across_steps") == [(10000.0, 10000.0, 10000.0)] * 2
+    assert predicted(small, "loader_across_steps", Scale("loader_stall", 0.0)) == [
+        (10000.0, 10000.0, 6000.0), (10000.0, 10000.0, 4400.0)]
+
+
+def test_a_wait_for_work_that_did_not_change_stays_when_the_previous_step_shrinks(small):
+    # halving data_loading removes 3500 µs of the main thread after backward's hand-off in
+    # step 1; step 2 starts that much earlier too, so the autograd thread's wait for the
+    # unchanged forward stays as it was (1300 µs) and both steps lose just the 3500 µs
+    assert predicted(small, "backward_after_forward", Scale("data_loading", 0.5)) == [
+        (10000.0, 10000.0, 6500.0), (10000.0, 10000.0, 6500.0)]
+    waits = small.execute("SELECT count(*) FROM wi_inferred_waits WHERE lane = 'cpu/1000/101'").fetchone()[0]
+    assert waits == 2
 
 
 def test_gpu_work_queues_behind_the_previous_steps_work_on_its_stream(small):

@@ -22,9 +22,10 @@ from .whatif_changes import Scale, Scenario  # noqa: F401  (part of this module'
 SCOPE = ("10_scope.sql", "15_graph.sql")
 PREPARE = ("05_rules.sql", "20_collectives.sql", "30_work_factors.sql", "40_graph.sql", "45_coupling.sql")
 # a CPU thread of the graph idle this long waited for another thread when that thread's work
-# ended at most HANDOFF_US before it resumed (hand-offs take 0.2-3 ms, docs/whatif.md)
+# ended at most HANDOFF_US before it resumed (hand-offs take 0.1-3 ms, up to 4.7 ms measured
+# under contention: a woken thread may wait a GIL switch interval, 5 ms; docs/whatif.md)
 MIN_WAIT_US = 500.0
-HANDOFF_US = 3000.0
+HANDOFF_US = 5000.0
 # a CPU thread blocked in a collective's wait resumes within this long of its end (as the
 # cross-rank path, warehouse/crossrank.py)
 RESUME_US = 1000.0

@@ -106,48 +106,89 @@ lane_ops AS (
 ),
 gaps AS (
     SELECT * FROM lane_ops WHERE ts_us - idle_from_us >= $min_wait_us
+),
+waits AS (
+    SELECT g.run_id, g.rank, 'cpu/' || g.pid || '/' || g.tid AS lane, g.window_start_us,
+           g.idle_from_us AS from_us, g.ts_us AS to_us,
+           arg_max('cpu/' || p.pid || '/' || p.tid, p.end_us) AS producer_lane,
+           arg_max(p.event_id, p.end_us) AS producer_event_id, max(p.end_us) AS producer_end_us
+    FROM gaps AS g
+    JOIN events AS p
+        ON p.run_id = g.run_id AND p.rank = g.rank AND p.ph = 'X' AND NOT is_device_category(p.cat)
+       AND (p.run_id, p.rank, 'cpu/' || p.pid || '/' || p.tid) IN (SELECT run_id, rank, lane FROM changed_lanes)
+       AND (p.pid, p.tid) <> (g.pid, g.tid) AND NOT starts_with(p.name, 'ProfilerStep#')
+       AND p.end_us > g.idle_from_us AND p.end_us <= g.ts_us AND p.end_us >= g.ts_us - $handoff_us
+    GROUP BY ALL
+),
+with_previous AS (
+    SELECT *, lag(to_us) OVER handoffs AS previous_handoff_us,
+           lag(window_start_us) OVER handoffs AS previous_window_start_us
+    FROM waits
+    WINDOW handoffs AS (PARTITION BY run_id, rank, lane ORDER BY from_us)
+),
+previous_windows AS (
+    SELECT run_id, rank, start_us AS window_start_us,
+           lag(start_us) OVER (PARTITION BY run_id, rank ORDER BY start_us) AS previous_start_us,
+           lag(end_us) OVER (PARTITION BY run_id, rank ORDER BY start_us) AS previous_end_us
+    FROM wi_windows
 )
-SELECT g.run_id, g.rank, 'cpu/' || g.pid || '/' || g.tid AS lane, g.window_start_us,
-       g.idle_from_us AS from_us, g.ts_us AS to_us,
-       arg_max('cpu/' || p.pid || '/' || p.tid, p.end_us) AS producer_lane,
-       arg_max(p.event_id, p.end_us) AS producer_event_id, max(p.end_us) AS producer_end_us,
+-- the threads last met at the waiting thread's previous hand-off: the producer's work moves
+-- the wait from there (a loader stall that began in the previous step counts whole), if that
+-- hand-off was in this window or the one just before it; else from the window's start
+SELECT w.run_id, w.rank, w.lane, w.window_start_us, w.from_us, w.to_us, w.producer_lane,
+       w.producer_event_id, w.producer_end_us,
+       CASE WHEN w.previous_window_start_us = w.window_start_us
+                 OR (w.previous_window_start_us = pw.previous_start_us AND pw.previous_end_us = w.window_start_us)
+            THEN w.previous_handoff_us ELSE w.window_start_us END AS reference_us,
        true AS inferred
-FROM gaps AS g
-JOIN events AS p
-    ON p.run_id = g.run_id AND p.rank = g.rank AND p.ph = 'X' AND NOT is_device_category(p.cat)
-   AND (p.run_id, p.rank, 'cpu/' || p.pid || '/' || p.tid) IN (SELECT run_id, rank, lane FROM changed_lanes)
-   AND (p.pid, p.tid) <> (g.pid, g.tid) AND NOT starts_with(p.name, 'ProfilerStep#')
-   AND p.end_us > g.idle_from_us AND p.end_us <= g.ts_us AND p.end_us >= g.ts_us - $handoff_us
-GROUP BY ALL;
+FROM with_previous AS w
+JOIN previous_windows AS pw USING (run_id, rank, window_start_us);
 
 CREATE OR REPLACE TEMP TABLE wi_shrink AS
-WITH points AS (
-    SELECT lane AS at_lane, from_us AS t, * FROM wi_inferred_waits
-    UNION ALL SELECT lane, window_start_us, * FROM wi_inferred_waits
-    UNION ALL SELECT producer_lane, producer_end_us, * FROM wi_inferred_waits
-    UNION ALL SELECT producer_lane, window_start_us, * FROM wi_inferred_waits
+-- The wait shortens by the time removed on the producer's lane since the reference (the
+-- threads' last hand-off), less the waiting thread's own since then. A reference in the
+-- previous window also moves this window's start: by as much as the rest of that window
+-- shrank after the hand-off, taken as the most any CPU thread of the graph lost there.
+WITH graph_lanes AS (
+    SELECT DISTINCT n.run_id, n.rank, 'cpu/' || n.pid || '/' || n.tid AS lane
+    FROM nodes AS n
+    JOIN wi_windows AS w USING (run_id, rank, step)
+    WHERE n.method = 'ctda' AND n.kind = 'cpu'
+),
+lookups AS (
+    SELECT *, greatest(reference_us, window_start_us) AS own_from_us FROM wi_inferred_waits
+),
+-- C(t) lookups per wait, by part: 'own' sums the producer's lane from the reference to its
+-- hand-off, less the waiting thread's from own_from_us to the wait; each 'tail/LANE' is a
+-- graph thread's loss from a previous-window reference to the window's start (negated)
+points AS (
+    SELECT *, 'own' AS part, producer_lane AS at_lane, producer_end_us AS t, 1 AS sign FROM lookups
+    UNION ALL SELECT *, 'own', producer_lane, reference_us, -1 FROM lookups
+    UNION ALL SELECT *, 'own', lane, from_us, -1 FROM lookups
+    UNION ALL SELECT *, 'own', lane, own_from_us, 1 FROM lookups
+    UNION ALL SELECT l.*, 'tail/' || g.lane, g.lane, l.own_from_us, -1
+    FROM lookups AS l JOIN graph_lanes AS g USING (run_id, rank)
+    UNION ALL SELECT l.*, 'tail/' || g.lane, g.lane, l.reference_us, 1
+    FROM lookups AS l JOIN graph_lanes AS g USING (run_id, rank)
 ),
 removed AS (
-    SELECT p.run_id, p.rank, p.lane, p.from_us, p.to_us, p.at_lane, p.t,
+    SELECT p.run_id, p.rank, p.lane, p.from_us, p.to_us, p.part, p.sign,
            coalesce(s.removed_before_us + s.removed_rate * least(greatest(p.t - s.from_us, 0), s.to_us - s.from_us),
                     0.0) AS removed_us
     FROM points AS p
     ASOF LEFT JOIN wi_work_shrink AS s
         ON s.run_id = p.run_id AND s.rank = p.rank AND s.lane = p.at_lane AND s.from_us <= p.t
 ),
+parts AS (
+    SELECT run_id, rank, lane, from_us, to_us, part, sum(sign * removed_us) AS removed_us
+    FROM removed GROUP BY ALL
+),
 waits AS (
-    SELECT w.run_id, w.rank, w.lane, w.from_us, w.to_us,
-           least(w.to_us - w.from_us, greatest(0.0,
-               (pe.removed_us - ps.removed_us) - (cf.removed_us - cs.removed_us))) AS removed_us
-    FROM wi_inferred_waits AS w
-    JOIN removed AS pe ON pe.run_id = w.run_id AND pe.rank = w.rank AND pe.lane = w.lane AND pe.from_us = w.from_us
-        AND pe.at_lane = w.producer_lane AND pe.t = w.producer_end_us
-    JOIN removed AS ps ON ps.run_id = w.run_id AND ps.rank = w.rank AND ps.lane = w.lane AND ps.from_us = w.from_us
-        AND ps.at_lane = w.producer_lane AND ps.t = w.window_start_us
-    JOIN removed AS cf ON cf.run_id = w.run_id AND cf.rank = w.rank AND cf.lane = w.lane AND cf.from_us = w.from_us
-        AND cf.at_lane = w.lane AND cf.t = w.from_us
-    JOIN removed AS cs ON cs.run_id = w.run_id AND cs.rank = w.rank AND cs.lane = w.lane AND cs.from_us = w.from_us
-        AND cs.at_lane = w.lane AND cs.t = w.window_start_us
+    SELECT run_id, rank, lane, from_us, to_us,
+           least(to_us - from_us, greatest(0.0, sum(removed_us) FILTER (part = 'own')
+                                                + coalesce(min(removed_us) FILTER (part <> 'own'), 0.0))) AS removed_us
+    FROM parts
+    GROUP BY run_id, rank, lane, from_us, to_us
 ),
 stretches AS (
     SELECT run_id, rank, lane, from_us, to_us, removed_rate FROM wi_work_shrink
