@@ -66,6 +66,22 @@ def sync_wait_trace(folder):
     return builder.write(folder / "sync_wait.json")
 
 
+def device_sync_trace(folder):
+    """Step 0-300: a side kernel launched at 10-15 runs 20-150 on stream 8; data_loading
+    stalls 20-200; aten::sum 200-230 launches at 202-206 a kernel running 210-215 on stream 7,
+    then waits in cudaDeviceSynchronize 208-218; aten::add runs 240-250."""
+    builder = TraceBuilder(rank=0, world_size=1)
+    main = builder.thread(100, "pt_main_thread")
+    builder.step(1, main, ts=0, dur=300)
+    builder.launch(main, ts=10, dur=5, kernel="side_kernel", stream=8, kernel_ts=20, kernel_dur=130)
+    builder.annotation(main, "data_loading", ts=20, dur=180)
+    builder.cpu_op(main, "aten::sum", ts=200, dur=30)
+    builder.launch(main, ts=202, dur=4, kernel="sum_kernel", stream=7, kernel_ts=210, kernel_dur=5)
+    builder.runtime(main, "cudaDeviceSynchronize", ts=208, dur=10)
+    builder.cpu_op(main, "aten::add", ts=240, dur=10)
+    return builder.write(folder / "device_sync.json")
+
+
 def full_queue_trace(folder):
     """Step 1 (0-640) launches three 400 µs kernels (10-15, 20-25, 30-630): the third launch
     waits 595 µs for a launch-queue slot (the others take 5 µs), and the kernels run back to
@@ -149,6 +165,7 @@ def small(tmp_path, db_path):
     ingest(con, [async_steps_trace(tmp_path)], run_name="async_steps", show_progress=False)
     ingest(con, [sync_wait_trace(tmp_path)], run_name="sync_wait", show_progress=False)
     ingest(con, [full_queue_trace(tmp_path)], run_name="full_queue", show_progress=False)
+    ingest(con, [device_sync_trace(tmp_path)], run_name="device_sync", show_progress=False)
     ingest(con, [loader_at_step_start_trace(tmp_path)], run_name="loader_at_step_start", show_progress=False)
     ingest(con, [loader_across_steps_trace(tmp_path)], run_name="loader_across_steps", show_progress=False)
     ingest(con, [backward_after_forward_trace(tmp_path)], run_name="backward_after_forward", show_progress=False)
@@ -201,6 +218,14 @@ def test_a_sync_that_no_longer_waits_is_not_shown_waiting_on_the_path(small):
                     persist=False)
     assert [row[5] for row in result.steps] == [60.0]
     assert {label: predicted_us for _, label, _, _, predicted_us in result.hotspots}["aten::item"] == 2.0
+
+
+def test_a_device_sync_waits_for_every_stream_once_the_cpu_reaches_it_sooner(small):
+    # without the stall aten::sum starts at 20 and its kernel runs ~30-35 on stream 7, but
+    # cudaDeviceSynchronize also waits for the side kernel on stream 8 (ends 150): the rest of
+    # aten::sum runs 150-162, aten::add 172-182 (its measured 10 µs gap), and the 50 µs to the
+    # step's end follow: 232, not the side kernel's 150
+    assert predicted(small, "device_sync", Scale("data_loading", 0.0)) == [(300.0, 300.0, 232.0)]
 
 
 def test_a_launch_that_waited_for_a_queue_slot_keeps_the_gpus_pace(small):

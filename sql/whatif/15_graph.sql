@@ -20,8 +20,9 @@ WHERE n.method = 'ctda';
 -- running: the engine draws a sync edge only where the CPU really waited (the path), but once
 -- a change makes the CPU reach the sync sooner (`.item()` after a data-loading stall that
 -- outlasted the kernels) the GPU holds it. So the node after each sync (the wait return)
--- depends on the last GPU node, per stream, that ended before the sync returned: on the
--- stream its CPU node launched onto, or on every stream where that node launched nothing.
+-- depends on the last GPU node, per stream, that ended before the sync returned: on every
+-- stream for a device-wide sync (its wait-return node is labelled after the call) or a CPU
+-- node that launched nothing, else on the stream the node launched onto.
 CREATE OR REPLACE TEMP TABLE wi_edge_times AS
 WITH sync_dependencies AS (
     SELECT h.window_index, arg_max(g.node_id, g.start_us) AS src, r.node_id AS dst,
@@ -32,7 +33,8 @@ WITH sync_dependencies AS (
        AND r.pid IS NOT DISTINCT FROM h.pid AND r.tid = h.tid AND r.start_us = h.sync_end_us
     JOIN wi_nodes AS g
         ON g.window_index = h.window_index AND g.kind = 'gpu' AND g.end_us <= h.sync_end_us
-       AND (h.stream IS NULL OR g.stream = h.stream)
+       AND (h.stream IS NULL OR g.stream = h.stream
+            OR r.label ILIKE 'after %DeviceSynchronize' OR r.label = 'after cuCtxSynchronize')
     WHERE h.kind = 'cpu' AND h.ends_with_sync
     GROUP BY h.window_index, r.node_id, g.stream
 ),
