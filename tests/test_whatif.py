@@ -294,6 +294,16 @@ def test_cli_prints_rows_and_keeps_the_scenario(small, run_cli, open_db):
     assert con.execute("SELECT count(*) FROM whatif_path WHERE scenario = 'no relu'").fetchone()[0] >= 1
 
 
+def test_cli_tables_fit_the_terminal(small, run_cli, monkeypatch):
+    # kernel names run to hundreds of characters: the tables fit $COLUMNS as query's do
+    small.close()
+    monkeypatch.setenv("COLUMNS", "60")
+    out = run_cli("whatif", "--run", "small", "--scale", "cpu_op:aten::relu=0").out
+    assert "predicted_us" in out and max(len(line) for line in out.splitlines()) == 60
+    wide = run_cli("whatif", "--run", "small", "--scale", "cpu_op:aten::relu=0", "--max-width", "0").out
+    assert max(len(line) for line in wide.splitlines()) > 60
+
+
 def test_sweep_prints_one_row_per_value(small, run_cli):
     small.close()
     result = run_cli("whatif", "--run", "small", "--sweep", "comm-bandwidth-scale=1,2,4", "--format", "csv")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from statistics import mean
 
 from .connection import connect, resolve_db_path
 from .errors import CtdaError
-from .output import FORMATS, render
+from .output import FORMATS, render, table_width
 from .whatif_changes import ALGORITHMS, Scenario, parse_scale
 
 # --sweep KEY -> Scenario field and how its values are read
@@ -61,15 +62,21 @@ def add_parser(sub) -> None:
                                    "whatif_steps and whatif_path. Run `ctda-sql analyze` first.")
     add_arguments(p)
     p.add_argument("--format", "-f", choices=FORMATS, default="table", help="output format (default: table)")
+    p.add_argument("--max-width", type=int, metavar="N",
+                   help="widest table in characters, 0 for no limit (default: the terminal's width)")
     p.add_argument("--db", default=argparse.SUPPRESS, help="database file")
     p.set_defaults(handler=cmd_whatif)
 
 
 def cmd_whatif(args) -> int:
+    from .config import load_config
+
+    # kernel names run to hundreds of characters: tables fit the terminal, as query's do
+    width = table_width(sys.stdout, args.max_width if args.max_width is not None else load_config().max_width)
     con = connect(resolve_db_path(args.db), for_sql="")
     try:
         for columns, rows in run(con, args):
-            print(render(columns, rows, args.format))
+            print(render(columns, rows, args.format, width))
     finally:
         con.close()
     return 0

@@ -11,6 +11,7 @@ trace recorded by scripts/record_demo_trace.py, data/demo_trace.json.gz).
 from __future__ import annotations
 
 import hashlib
+import sys
 import tempfile
 from contextlib import ExitStack
 from importlib import resources
@@ -19,7 +20,7 @@ from pathlib import Path
 from . import sqlfiles
 from .api import Warehouse
 from .errors import CtdaError
-from .output import render
+from .output import render, table_width
 
 RUN_NAME = "demo"
 DEMO_TRACE = "data/nccl.json.gz"
@@ -86,7 +87,7 @@ def _print_comparison(wh: Warehouse, run_id: int) -> None:
 def _print_query(wh: Warehouse, sql_name: str, params: dict, title: str) -> None:
     result = wh.sql(sqlfiles.load(sql_name), params)
     print(f"\n{title}")
-    print(render(list(result.columns), result.fetchall(), "table"))
+    print(render(list(result.columns), result.fetchall(), "table", table_width(sys.stdout)))
 
 
 def _write_files(wh: Warehouse, run_name: str, out: Path) -> None:
