@@ -152,6 +152,7 @@ class _Graph:
     def __init__(self, nodes: dict, edges: dict, windows: dict, first: np.ndarray):
         self.first, self.count = first, len(nodes["seq"])
         self.duration = np.asarray(nodes["duration_us"], dtype=float).copy()
+        self.measured_start = np.asarray(nodes["start_us"], dtype=float)
         self.measured_end = np.asarray(nodes["end_us"], dtype=float)
         self.initial = np.where(nodes["has_predecessor"], -np.inf, np.asarray(nodes["lead_us"], dtype=float))
         window_first = first[np.asarray(edges["window_index"], dtype=np.int64)]
@@ -250,6 +251,11 @@ class _StreamCarry:
         self.streams = int(max(self.row_stream.max(initial=-1), self.first_stream.max(initial=-1),
                                self.carry_stream.max(initial=-1))) + 1
         self.measured_before = self._ends_before(graph.measured_end, chain.origin0)
+        # a first node recorded starting before the earlier work on its stream ended (clock
+        # skew, copy engines) keeps that overlap, so the unchanged replay stays exact
+        measured_start = chain.origin0[self.first_window] + graph.measured_start[self.first_rows]
+        self.first_overlap = np.minimum(
+            0.0, measured_start - self.measured_before[self.first_window, self.first_stream])
 
     @classmethod
     def build(cls, graph: _Graph, nodes: dict, chain: _WindowChain) -> "_StreamCarry | None":
@@ -291,7 +297,8 @@ class _StreamCarry:
         """A floor for each window's first node on a stream, and the carry-in nodes' starts."""
         before = self._ends_before(end, origin)
         floor = np.full(self.graph.count, -np.inf)
-        floor[self.first_rows] = before[self.first_window, self.first_stream] - origin[self.first_window]
+        floor[self.first_rows] = (before[self.first_window, self.first_stream] - origin[self.first_window]
+                                  + self.first_overlap)
         initial = self.graph.initial.copy()
         replayed = before[self.carry_window, self.carry_stream] - origin[self.carry_window]
         measured = (self.measured_before[self.carry_window, self.carry_stream]

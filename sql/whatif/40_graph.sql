@@ -51,7 +51,9 @@ LEFT JOIN wi_removed AS cw ON cw.run_id = n.run_id AND cw.rank = n.rank AND cw.l
 CREATE OR REPLACE TEMP TABLE wi_replay_edges AS
 SELECT e.window_index, e.src_seq, e.dst_seq,
        (e.allowed_us - e.src_start_us) - (coalesce(ca.removed_us, 0.0) - coalesce(cs.removed_us, 0.0)) AS offset_us,
-       CASE WHEN e.binding
+       -- another edge that let the node go later than it started (recorded overlap, clock
+       -- skew) keeps that negative slack too, or the unchanged replay would start it late
+       CASE WHEN e.binding OR e.dst_start_us < e.allowed_us
             THEN (e.dst_start_us - e.allowed_us) - (coalesce(cd.removed_us, 0.0) - coalesce(cg.removed_us, 0.0))
             ELSE 0.0 END AS slack_us
 FROM wi_edge_times AS e
