@@ -132,8 +132,7 @@ def _replay(con, params: dict, scenario: Scenario) -> _Replay:
         start = carry.settle()
     else:
         start = graph.forward_pass()
-    end = start + graph.duration
-    return _finish(windows, nodes, first, start, end, graph.best_source(start), graph.reported)
+    return _finish(graph, windows, nodes, start, graph.best_source(start))
 
 
 def _first_rows(window_of_node: np.ndarray, window_count: int) -> np.ndarray:
@@ -202,14 +201,25 @@ class _Graph:
         return best
 
     def window_lengths(self, start: np.ndarray) -> np.ndarray:
-        """Each window's replayed length, as _finish computes it."""
+        return self.window_ends(start)[0]
+
+    def window_ends(self, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each window's replayed length and the row its path backtracks from (-1: none). A
+        step ends where the next one starts (its CPU tail, floored by the launch-queue gate);
+        only a window that runs on to its device work ends at its last GPU node when later."""
         end = start + self.duration
         cpu_end = np.fmax(np.where(self.has_tail, end[self.tail_row] + self.tail_us, self.cpu_end_us),
                           self.gated_us)
-        gpu_end = np.full(self.window_count, -np.inf)
         rows = np.flatnonzero(self.gpu)
-        np.maximum.at(gpu_end, self.window_of_row[rows], end[rows])
-        return np.where(self.device_ends & (gpu_end > cpu_end), gpu_end, cpu_end)
+        # each window's GPU node that ends last (the first such row on a tie)
+        rows = rows[np.lexsort((rows, -end[rows], self.window_of_row[rows]))]
+        windows, first = np.unique(self.window_of_row[rows], return_index=True)
+        last_gpu = np.full(self.window_count, -1)
+        last_gpu[windows] = rows[first]
+        gpu_end = np.where(last_gpu >= 0, end[np.maximum(last_gpu, 0)], -np.inf)
+        gpu_later = self.device_ends & (gpu_end > cpu_end)
+        backtrack_from = np.where(gpu_later, last_gpu, np.where(self.has_tail, self.tail_row, -1))
+        return np.where(gpu_later, gpu_end, cpu_end), backtrack_from
 
 
 class _WindowChain:
@@ -398,28 +408,16 @@ class _Coupling:
         raise CtdaError("the multi-rank replay did not settle; run with --no-coupling")
 
 
-def _finish(windows, nodes, first, start, end, best_source, reported) -> _Replay:
-    gpu_end = np.where((nodes["kind"] == "gpu") & ~np.asarray(nodes["carry_in"], dtype=bool), end, -np.inf)
-    gated_us = _column(windows, "gated_us", -np.inf)
+def _finish(graph: _Graph, windows, nodes, start, best_source) -> _Replay:
+    end = start + graph.duration
+    lengths, backtrack_from = graph.window_ends(start)
     results, paths = {}, {}
-    for i, window in enumerate(windows["window_index"]):
-        if not reported[i]:
-            continue
-        rows = slice(first[i], first[i + 1] if i + 1 < len(first) else len(start))
-        tail = windows["tail_seq"][i]
-        has_tail = not np.ma.is_masked(tail) and tail is not None and not np.isnan(float(tail))
-        cpu_end = (end[first[i] + int(tail)] + float(windows["tail_us"][i]) if has_tail
-                   else float(windows["cpu_end_us"][i]))
-        cpu_end = float(np.fmax(cpu_end, gated_us[i]))
-        last_gpu = first[i] + int(np.argmax(gpu_end[rows])) if gpu_end[rows].size else -1
-        # a step ends where the next one starts; only the last one waits for its device work
-        gpu_later = bool(windows["device_ends_step"][i]) and last_gpu >= 0 and gpu_end[last_gpu] > cpu_end
-        predicted = gpu_end[last_gpu] if gpu_later else cpu_end
-        results[int(window)] = (int(windows["run_id"][i]), int(windows["rank"][i]), int(windows["step"][i]),
-                                float(windows["window_us"][i]), float(predicted))
-        last = last_gpu if gpu_later else (first[i] + int(tail) if has_tail else -1)
-        paths[int(window)] = _backtrack(last, best_source)
-    return _Replay(results, nodes, start, _shown_end(nodes, first, start, end), paths)
+    for i in np.flatnonzero(graph.reported):
+        window = int(windows["window_index"][i])
+        results[window] = (int(windows["run_id"][i]), int(windows["rank"][i]), int(windows["step"][i]),
+                           float(windows["window_us"][i]), float(lengths[i]))
+        paths[window] = _backtrack(int(backtrack_from[i]), best_source)
+    return _Replay(results, nodes, start, _shown_end(nodes, graph.first, start, end), paths)
 
 
 def _shown_end(nodes, first, start, end) -> np.ndarray:
