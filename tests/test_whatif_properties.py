@@ -1,8 +1,9 @@
 """Property tests of the what-if replay on generated two-thread, two-stream training steps
-(test_engine_properties.StepSimulator) and on steps fed by a loader thread (inferred waits,
-from a step's start and across steps): the unchanged replay reproduces every measured step,
-and a change that only removes work never predicts a negative step nor lengthens the run
-(the replay is a max-plus system: shorter durations cannot end anything later)."""
+(test_engine_properties.StepSimulator), on steps fed by a loader thread (inferred waits,
+from a step's start and across steps) and on ranks coupled by all-reduces: the unchanged
+replay reproduces every measured step, and a change that only removes work never predicts
+a negative step nor lengthens the run (the replay is a max-plus system: shorter durations
+cannot end anything later)."""
 
 from __future__ import annotations
 
@@ -91,3 +92,33 @@ loader_change = st.sampled_from([Scale("loader_stall", 0.0), Scale("loader_stall
 @given(st.lists(loader_step, min_size=1, max_size=4), st.lists(loader_change, min_size=1, max_size=2))
 def test_inferred_waits_keep_the_replay_exact_and_never_lengthen_the_run(steps, scales):
     check_replay(loader_steps(steps), scales)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(2, 4), st.integers(1, 3), st.data())
+def test_coupled_ranks_replay_exactly_and_removing_work_never_lengthens_a_rank(world, steps, data):
+    # test_crossrank.job: steps of compute, an all-reduce that waits for the late rank, an
+    # update; clocks may be offset. The ranks are replayed together (matched collectives)
+    from collections import defaultdict
+
+    from test_crossrank import analysed_db, job
+
+    late = data.draw(st.dictionaries(st.integers(1, steps), st.integers(0, world - 1)))
+    offsets = data.draw(st.dictionaries(st.integers(0, world - 1), st.sampled_from([-3000.0, 40.0, 9000.0])))
+    ranks = data.draw(st.lists(st.integers(0, world - 1), min_size=1, max_size=world, unique=True))
+    scale = Scale("aten::mm", data.draw(st.sampled_from([0.0, 0.3, 0.9])), None, tuple(sorted(ranks)))
+    with tempfile.TemporaryDirectory() as folder:
+        con = analysed_db(Path(folder) / "job.duckdb", {"job": [job(Path(folder) / "job", world, steps, late, offsets)]})
+        try:
+            unchanged = whatif(con, persist=False).steps
+            assert {row[1] for row in unchanged} == set(range(world))
+            assert [row for row in unchanged if abs(row[5] - row[3]) > 1e-6 * row[3]] == []
+            changed = whatif(con, scenario=Scenario(scales=(scale,)), persist=False).steps
+            assert all(row[5] >= 0 for row in changed), changed
+            totals = defaultdict(lambda: [0.0, 0.0])
+            for row in changed:
+                totals[row[1]][0] += row[3]
+                totals[row[1]][1] += row[5]
+            assert all(predicted <= measured + 1e-6 for measured, predicted in totals.values()), changed
+        finally:
+            con.close()
