@@ -111,6 +111,20 @@ def full_queue_trace(folder):
     return builder.write(folder / "full_queue.json")
 
 
+def slow_launch_trace(folder):
+    """Step 0-1000: three launches of 40-65 µs kernels (10-15, 20-25 and a slow 30-630 whose
+    kernel starts at 635, right after it returns: the queue had room), then aten::relu
+    640-900."""
+    builder = TraceBuilder(rank=0, world_size=1)
+    main = builder.thread(100, "pt_main_thread")
+    builder.step(1, main, ts=0, dur=1000)
+    for launch_ts, launch_dur, kernel_ts, kernel_dur in ((10, 5, 20, 40), (20, 5, 70, 40), (30, 600, 635, 65)):
+        builder.launch(main, ts=launch_ts, dur=launch_dur, kernel="gemm_kernel", stream=7,
+                       kernel_ts=kernel_ts, kernel_dur=kernel_dur)
+    builder.cpu_op(main, "aten::relu", ts=640, dur=260)
+    return builder.write(folder / "slow_launch.json")
+
+
 def loader_at_step_start_trace(folder):
     """Step 0-10000 µs whose main thread waits from the step's start for a loader thread's batch:
     the loader stalls 500-4500 and copies 4500-5500; the main thread computes 5600-9000."""
@@ -179,6 +193,7 @@ def small(tmp_path, db_path):
     ingest(con, [async_steps_trace(tmp_path)], run_name="async_steps", show_progress=False)
     ingest(con, [sync_wait_trace(tmp_path)], run_name="sync_wait", show_progress=False)
     ingest(con, [full_queue_trace(tmp_path)], run_name="full_queue", show_progress=False)
+    ingest(con, [slow_launch_trace(tmp_path)], run_name="slow_launch", show_progress=False)
     ingest(con, [device_sync_trace(tmp_path)], run_name="device_sync", show_progress=False)
     ingest(con, [skewed_stream_trace(tmp_path)], run_name="skewed_stream", show_progress=False)
     ingest(con, [loader_at_step_start_trace(tmp_path)], run_name="loader_at_step_start", show_progress=False)
@@ -260,6 +275,14 @@ def test_a_launch_that_waited_for_a_queue_slot_keeps_the_gpus_pace(small):
                                                                             (660.0, 660.0, 615.0)]
     # faster launches do not help a step that waited for the GPU
     assert predicted(small, "full_queue", Scale("cudaLaunch*", 0.5, "cuda_runtime"))[0] == (640.0, 640.0, 640.0)
+
+
+def test_a_slow_launch_whose_kernel_starts_at_once_did_not_wait_for_the_queue(small):
+    # the 600 µs launch is no launch-queue wait (its kernel started 5 µs after it returned),
+    # so the window is not held at the GPU's pace: without aten::relu the CPU side ends at 640
+    # plus the 100 µs tail. Taken for a queue wait, the step was predicted unchanged (1000)
+    assert predicted(small, "slow_launch", Scale("aten::relu", 0.0)) == [(1000.0, 1000.0, 740.0)]
+    assert small.execute("SELECT count(*) FROM wi_queue_waits").fetchone()[0] == 0
 
 
 def test_a_thread_that_waits_from_the_step_start_waits_less_for_a_faster_loader(small):
