@@ -17,7 +17,8 @@ WITH path AS (
            coalesce(sum(gap_before_us) FILTER (WHERE gap_kind = 'launch_delay'), 0) AS launch_delay_us,
            coalesce(sum(gap_before_us) FILTER (WHERE gap_kind = 'between_nodes'), 0) AS between_nodes_us,
            coalesce(sum(gap_before_us) FILTER (WHERE gap_kind = 'slack_before'), 0) AS slack_before_us,
-           max(counted_end_us) AS last_counted_end_us,
+           -- the last row's end (a cross_rank path's rows keep their own ranks' clocks)
+           arg_max(counted_end_us, seq) AS last_counted_end_us,
            count(*) AS path_nodes
     FROM critical_path
     GROUP BY run_id, rank, step, method

@@ -16,11 +16,14 @@ CHECKS = {
              AND e.src = c.node_id AND e.dst = nxt.node_id AND nxt.node_rank = c.node_rank
         WHERE e.src IS NULL
           AND NOT (c.method = 'cross_rank' AND c.edge_type = 'cross_rank' AND nxt.node_rank <> c.node_rank)""",
+    # in aligned time: a cross_rank path's rows keep their own ranks' clocks
     "counted windows move back in time and never overlap": """
         SELECT run_id, rank, step, method, seq FROM (
-            SELECT *, lead(counted_start_us) OVER (PARTITION BY run_id, rank, step, method ORDER BY seq) AS next_start
-            FROM critical_path)
-        WHERE counted_start_us > counted_end_us OR counted_end_us > next_start""",
+            SELECT c.*, c.counted_end_us - coalesce(t.clock_offset_us, 0) AS aligned_end_us,
+                   lead(c.counted_start_us - coalesce(t.clock_offset_us, 0)) OVER (
+                       PARTITION BY c.run_id, c.rank, c.step, c.method ORDER BY c.seq) AS next_start
+            FROM critical_path c JOIN traces t ON t.run_id = c.run_id AND t.rank = c.node_rank)
+        WHERE counted_start_us > counted_end_us OR aligned_end_us > next_start + 1e-6""",
     "counted windows stay inside their step's window": """
         SELECT c.run_id, c.rank, c.step, c.method, c.seq
         FROM critical_path c JOIN analysis_windows w

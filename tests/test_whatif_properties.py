@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine_helpers import analyzed
+from invariants import broken_invariants
 from test_engine_properties import OP_NAMES, StepSimulator, action
 from warehouse.whatif import Scale, Scenario, whatif
 
@@ -110,6 +111,7 @@ def test_coupled_ranks_replay_exactly_and_removing_work_never_lengthens_a_rank(w
     with tempfile.TemporaryDirectory() as folder:
         con = analysed_db(Path(folder) / "job.duckdb", {"job": [job(Path(folder) / "job", world, steps, late, offsets)]})
         try:
+            assert broken_invariants(con) == {}  # the engine's, cross_rank paths included
             unchanged = whatif(con, persist=False).steps
             assert {row[1] for row in unchanged} == set(range(world))
             assert [row for row in unchanged if abs(row[5] - row[3]) > 1e-6 * row[3]] == []
