@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from engine_helpers import analyzed
 from invariants import broken_invariants
 from test_engine_properties import OP_NAMES, StepSimulator, action
+from warehouse.tracebuilder import TraceBuilder
 from warehouse.whatif import Scale, Scenario, whatif
 
 shrink = st.builds(Scale, st.sampled_from(OP_NAMES + ("kernel_*", "*", "Memcpy*", "cudaDeviceSynchronize")),
@@ -57,8 +58,6 @@ def loader_steps(steps: list[dict]):
     """A main thread that begins each step by taking a batch from a loader thread (stall, then
     make the batch, then the next), runs its ops (the first may launch a kernel on stream 7),
     then may stall in data_loading."""
-    from warehouse.tracebuilder import TraceBuilder
-
     builder = TraceBuilder(rank=0, world_size=1)
     main, loader = builder.thread(100, "pt_main_thread"), builder.thread(200, "loader")
     loader_clock, clock, stream_free = 0.0, 0.0, 0.0

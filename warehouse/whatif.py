@@ -201,25 +201,31 @@ class _Graph:
         return best
 
     def window_lengths(self, start: np.ndarray) -> np.ndarray:
-        return self.window_ends(start)[0]
+        return self._lengths(start + self.duration)[0]
 
-    def window_ends(self, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each window's replayed length and the row its path backtracks from (-1: none). A
-        step ends where the next one starts (its CPU tail, floored by the launch-queue gate);
-        only a window that runs on to its device work ends at its last GPU node when later."""
-        end = start + self.duration
+    def _lengths(self, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each window's replayed length, and whether its last GPU node ends it. A step ends
+        where the next one starts (its CPU tail, floored by the launch-queue gate); only a
+        window that runs on to its device work ends at its last GPU node when later."""
         cpu_end = np.fmax(np.where(self.has_tail, end[self.tail_row] + self.tail_us, self.cpu_end_us),
                           self.gated_us)
+        gpu_end = np.full(self.window_count, -np.inf)
         rows = np.flatnonzero(self.gpu)
+        np.maximum.at(gpu_end, self.window_of_row[rows], end[rows])
+        gpu_later = self.device_ends & (gpu_end > cpu_end)
+        return np.where(gpu_later, gpu_end, cpu_end), gpu_later
+
+    def window_ends(self, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each window's replayed length and the row its path backtracks from (-1: none)."""
+        end = start + self.duration
+        lengths, gpu_later = self._lengths(end)
         # each window's GPU node that ends last (the first such row on a tie)
+        rows = np.flatnonzero(self.gpu)
         rows = rows[np.lexsort((rows, -end[rows], self.window_of_row[rows]))]
         windows, first = np.unique(self.window_of_row[rows], return_index=True)
         last_gpu = np.full(self.window_count, -1)
         last_gpu[windows] = rows[first]
-        gpu_end = np.where(last_gpu >= 0, end[np.maximum(last_gpu, 0)], -np.inf)
-        gpu_later = self.device_ends & (gpu_end > cpu_end)
-        backtrack_from = np.where(gpu_later, last_gpu, np.where(self.has_tail, self.tail_row, -1))
-        return np.where(gpu_later, gpu_end, cpu_end), backtrack_from
+        return lengths, np.where(gpu_later, last_gpu, np.where(self.has_tail, self.tail_row, -1))
 
 
 class _WindowChain:

@@ -96,7 +96,7 @@ hops AS (
 SELECT h.run_id, h.step, h.hop, h.rank, h.upper_us,
        least(h.upper_us, greatest(coalesce(g.cut_us, w.start_us), f.start_us - f.offset_us + w.offset_us))
            AS lower_us,
-       g.pg AS gate_pg, g.seq AS gate_seq
+       g.pg AS gate_pg, g.seq AS gate_seq, f.start_us - f.offset_us AS step_aligned_start_us
 FROM hops AS h
 JOIN cr_windows AS w USING (run_id, rank, step)
 JOIN cr_first_gates AS s ON s.run_id = h.run_id AND s.step = h.step
@@ -125,22 +125,20 @@ WHERE counted_end_us > counted_start_us OR full_window_us = 0;
 
 CREATE OR REPLACE TEMP TABLE cr_path AS
 WITH ordered AS (
-    SELECT r.*, s.rank AS path_rank, s.start_us - s.offset_us AS path_aligned_start_us,
+    SELECT r.*, s.rank AS path_rank, s.step_aligned_start_us,
            row_number() OVER w AS seq,
            lag(r.counted_end_us - r.offset_us) OVER w AS prev_aligned_end_us,
            lag(r.hop) OVER w AS prev_hop,
            lead(r.hop) OVER w AS next_hop
     FROM cr_path_rows AS r
-    JOIN (SELECT h.run_id, h.step, h.rank, w.start_us, w.offset_us
-          FROM cr_hops AS h JOIN cr_windows AS w USING (run_id, rank, step) WHERE h.hop = 1) AS s
-        USING (run_id, step)
+    JOIN (SELECT run_id, step, rank, step_aligned_start_us FROM cr_hops WHERE hop = 1) AS s USING (run_id, step)
     WINDOW w AS (PARTITION BY r.run_id, r.step ORDER BY r.hop DESC, r.rank_seq)
 )
 SELECT run_id, path_rank AS rank, step, 'cross_rank' AS method, seq, node_id,
        counted_start_us, counted_end_us, counted_us * kept_share AS counted_us, kind,
        CASE WHEN next_hop IS NOT NULL AND next_hop <> hop THEN 'cross_rank' ELSE edge_type END AS edge_type,
        -- gaps in aligned time; the first from the start of the step the path explains
-       counted_start_us - offset_us - coalesce(prev_aligned_end_us, path_aligned_start_us) AS gap_before_us,
+       counted_start_us - offset_us - coalesce(prev_aligned_end_us, step_aligned_start_us) AS gap_before_us,
        CASE WHEN seq = 1 THEN 'slack_before'
             WHEN prev_hop <> hop OR gap_kind = 'slack_before' THEN 'between_nodes'
             ELSE gap_kind END AS gap_kind,

@@ -89,18 +89,6 @@ WITH launches AS (
     WHERE e.ph = 'X' AND is_runtime_category(e.cat) AND (e.name ILIKE '%Launch%' OR e.name ILIKE '%MemsetAsync')
       AND (e.run_id, e.rank) IN (SELECT DISTINCT run_id, rank FROM wi_windows)
 ),
--- a launch whose own GPU work started within $queue_wait_us of its return found room in the
--- queue (a full queue holds ~1000 launches ahead of it): it was slow for another reason
--- (a preempted thread, module loading)
-roomy AS (
-    SELECT l.run_id, l.rank, l.event_id
-    FROM launches AS l
-    JOIN events AS k
-        ON k.run_id = l.run_id AND k.rank = l.rank AND k.correlation = l.correlation AND is_gpu_work(k.cat)
-    WHERE l.dur_us - l.typical_us >= $queue_wait_us
-    GROUP BY ALL
-    HAVING min(k.ts_us) - any_value(l.end_us) < $queue_wait_us
-),
 waits AS (
     SELECT w.window_index, w.window_us, l.run_id, l.rank, l.event_id, l.lane,
            greatest(l.ts_us + l.typical_us, w.start_us) AS ts_us, least(l.end_us, w.start_us + w.window_us) AS end_us
@@ -108,7 +96,12 @@ waits AS (
     JOIN wi_windows AS w
         ON w.run_id = l.run_id AND w.rank = l.rank AND l.end_us > w.start_us AND l.ts_us < w.start_us + w.window_us
     WHERE l.dur_us - l.typical_us >= $queue_wait_us
-      AND (l.run_id, l.rank, l.event_id) NOT IN (SELECT run_id, rank, event_id FROM roomy)
+      -- a launch whose own GPU work started within $queue_wait_us of its return found room
+      -- in the queue (a full one holds ~1000 launches ahead of it): it was slow for another
+      -- reason (a preempted thread, module loading)
+      AND NOT EXISTS (SELECT 1 FROM events AS k
+                      WHERE k.run_id = l.run_id AND k.rank = l.rank AND k.correlation = l.correlation
+                        AND is_gpu_work(k.cat) AND k.ts_us - l.end_us < $queue_wait_us)
 )
 -- a stray slow launch (a first launch loading modules, the thread preempted) is no full
 -- queue: only windows whose launches waited $queue_share of their length count

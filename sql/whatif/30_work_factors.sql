@@ -150,10 +150,7 @@ CREATE OR REPLACE TEMP TABLE wi_shrink AS
 -- previous window also moves this window's start: by as much as the rest of that window
 -- shrank after the hand-off, taken as the most any CPU thread of the graph lost there.
 WITH graph_lanes AS (
-    SELECT DISTINCT n.run_id, n.rank, 'cpu/' || n.pid || '/' || n.tid AS lane
-    FROM nodes AS n
-    JOIN wi_windows AS w USING (run_id, rank, step)
-    WHERE n.method = 'ctda' AND n.kind = 'cpu'
+    SELECT DISTINCT run_id, rank, lane FROM wi_nodes WHERE kind = 'cpu'
 ),
 lookups AS (
     SELECT *, greatest(reference_us, window_start_us) AS own_from_us FROM wi_inferred_waits
