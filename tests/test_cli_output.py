@@ -65,6 +65,17 @@ def test_tables_follow_the_columns_variable_by_default(warehouse, run_cli, monke
     assert max(len(line) for line in out.splitlines()) == 50
 
 
+@pytest.mark.parametrize("args", [("query", "SELECT 1", "--max-width", "-1"), ("query", "SELECT 1", "--max-rows", "-2"),
+                                  ("report", "runs", "--max-width", "wide"), ("whatif", "--max-width", "-3")])
+def test_a_negative_or_non_numeric_width_or_row_count_is_refused(warehouse, run_cli, capsys, args):
+    # the settings file already refuses these; on the command line they printed a table with
+    # no column shown
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(*args)
+    assert exit_info.value.code == 2
+    assert "is not a whole number of 0 or more" in capsys.readouterr().err
+
+
 def test_json_keeps_exact_values(warehouse, run_cli):
     sql = ("SELECT 123456789012345678901234567890::HUGEINT AS big, 1.10::DECIMAL(10, 2) AS price, "
            "'2020-01-01 00:00:00.123456789'::TIMESTAMP_NS AS at, '{\"k\": [1, 2]}'::JSON AS doc, 0.1 AS f")

@@ -18,7 +18,8 @@ from .cli_whatif import add_parser as _add_whatif
 from .connection import resolve_db_path, sql_of_folders
 from .errors import CtdaError, first_line
 from .options import ANALYZE_OPTIONS, INGEST_OPTIONS, add_options
-from .output import DEFAULT_TABLE_ROWS, FORMATS, default_format, render, table_width, write_cursor
+from .output import (DEFAULT_TABLE_ROWS, FORMATS, add_max_width, count, default_format, render, table_width,
+                     write_cursor)
 from .signals import stop_watching_sigint, watch_sigint
 from .transaction import forget_commits, interrupted_message, is_interruption, work_saved
 
@@ -189,9 +190,8 @@ class _FetchedRows:
 def _add_format(parser) -> None:
     parser.add_argument("--format", "-f", choices=FORMATS,
                         help="output format (default: table on a terminal, csv into a pipe or file)")
-    parser.add_argument("--max-width", type=int, metavar="N",
-                        help="widest table in characters, 0 for no limit (default: the terminal's width)")
-    parser.add_argument("--max-rows", type=int, metavar="N",
+    add_max_width(parser)
+    parser.add_argument("--max-rows", type=count, metavar="N",
                         help=f"rows a table shows; the other formats print every row (default: {DEFAULT_TABLE_ROWS})")
 
 

@@ -9,7 +9,7 @@ from statistics import mean
 
 from .connection import connect, resolve_db_path
 from .errors import CtdaError
-from .output import FORMATS, render, table_width
+from .output import FORMATS, add_max_width, render, table_width
 from .whatif_changes import ALGORITHMS, Scenario, parse_scale
 
 # --sweep KEY -> Scenario field and how its values are read
@@ -62,8 +62,7 @@ def add_parser(sub) -> None:
                                    "whatif_steps and whatif_path. Run `ctda-sql analyze` first.")
     add_arguments(p)
     p.add_argument("--format", "-f", choices=FORMATS, default="table", help="output format (default: table)")
-    p.add_argument("--max-width", type=int, metavar="N",
-                   help="widest table in characters, 0 for no limit (default: the terminal's width)")
+    add_max_width(p)
     p.add_argument("--db", default=argparse.SUPPRESS, help="database file")
     p.set_defaults(handler=cmd_whatif)
 

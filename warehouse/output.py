@@ -337,6 +337,25 @@ def _elide_middle(widths: list[int], width: int) -> list[int | None]:
     return left + [None] + right
 
 
+def add_max_width(parser) -> None:
+    """--max-width, for every command that prints tables (it feeds table_width)."""
+    parser.add_argument("--max-width", type=count, metavar="N",
+                        help="widest table in characters, 0 for no limit (default: the terminal's width)")
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number, 0 or more (as the settings file requires)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+    return value
+
+
 def table_width(stream: TextIO, max_width: int | None = None) -> int | None:
     """How wide tables may be: --max-width / .maxwidth (0: no limit), else the terminal's
     width ($COLUMNS first), else $COLUMNS for pipes and files, else no limit."""
