@@ -59,10 +59,11 @@ CHECKS = {
         SELECT run, rank, step, method FROM cpcr_rows
         WHERE abs(path_us + cpu_gap_us + gpu_idle_us + launch_delay_us + between_nodes_us
                   + slack_before_us + slack_after_us - step_us) > 1e-6 * greatest(step_us, 1)""",
+    # node ids are per rank: a cross_rank path may hold node 4 of two ranks
     "hotspot self time adds up to path time": """
         SELECT c.run_id, c.rank, c.step, c.method FROM critical_path c
-        LEFT JOIN (SELECT run_id, rank, step, method, node_id, sum(self_us) AS self_us
-                   FROM path_events GROUP BY ALL) e USING (run_id, rank, step, method, node_id)
+        LEFT JOIN (SELECT run_id, rank, step, method, node_rank, node_id, sum(self_us) AS self_us
+                   FROM path_events GROUP BY ALL) e USING (run_id, rank, step, method, node_rank, node_id)
         WHERE abs(coalesce(e.self_us, 0) - c.counted_us) > 1e-6""",
 }
 
