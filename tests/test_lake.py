@@ -608,3 +608,22 @@ def test_a_lone_task_gets_every_core():
     cores = os.cpu_count() or 1
     assert _threads_per_task(TwoWorkers(), 1) == cores
     assert _threads_per_task(TwoWorkers(), 5) == _threads_per_task(TwoWorkers()) == max(1, cores // 2)
+
+
+# ---- issue 35 --------------------------------------------------------------------------------
+
+GLOO_STRAGGLER = Path(__file__).parent / "data" / "gloo" / "straggler"
+
+
+def test_an_analysis_replaces_the_previous_one_whole_on_a_lake(lake_cli, tmp_path):
+    """`analyze --window ProfilerStep` then `analyze`: the lake keeps no rows of the annotation
+    windows (numbered 1..N, so the plain analyze did not overwrite them all), as the database."""
+    db, lake = tmp_path / "w.duckdb", tmp_path / "lake"
+    _build_both(lake_cli, db, lake, [str(GLOO_STRAGGLER)])
+    before = lake_cli("query", "SELECT count(*) FROM analysis_windows", "-f", "csv", "--lake", str(lake)).out
+    for args in (("--window", "ProfilerStep"), ()):
+        assert lake_cli("analyze", "-q", *args, db=db).code == 0
+        result = lake_cli("analyze", "-q", *args, "--lake", str(lake))
+        assert result.code == 0, result.err
+    assert lake_cli("query", "SELECT count(*) FROM analysis_windows", "-f", "csv", "--lake", str(lake)).out == before
+    _assert_same(lake_cli, db, lake)

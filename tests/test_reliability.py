@@ -231,3 +231,56 @@ def test_a_safe_shell_still_ingests_and_analyzes(shared_warehouse, db_path):
         state.con.close()
     assert counts[0] == len(json.loads(second.read_text())["traceEvents"])
     assert counts[1] > 0
+
+
+# ---- issue 35: an analysis replaces the previous one of its (run, method) whole -------------
+
+GLOO_STRAGGLER = Path(__file__).parent / "data" / "gloo" / "straggler"
+PATH_TABLES = ("analysis_windows", "nodes", "edges", "critical_path", "path_events")
+
+
+def _table_counts(run_cli) -> list[str]:
+    sql = " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {t}" for t in PATH_TABLES)
+    result = run_cli("query", sql, "-f", "csv")
+    assert result.code == 0, result.err
+    return result.out.splitlines()
+
+
+def _rounded_rows(text: str) -> list[tuple]:
+    """CSV rows, numbers to 9 significant digits (sums over rows in another order differ in
+    their last bits)."""
+    import csv
+    import io
+
+    def cell(value: str):
+        try:
+            return f"{float(value):.9g}"
+        except ValueError:
+            return value
+
+    return [tuple(cell(v) for v in row) for row in csv.reader(io.StringIO(text))]
+
+
+def test_a_plain_analyze_after_an_annotation_window_analyze_keeps_no_stale_rows(run_cli):
+    """Annotation windows are numbered 1..N like steps: `analyze --window P` then `analyze`
+    kept the rows of the windows the second mode does not have (hotspots' aten::mm grew 25%)."""
+    assert run_cli("ingest", "-q", str(GLOO_STRAGGLER)).code == 0
+    assert run_cli("analyze", "-q").code == 0
+    hotspots, counts = _rounded_rows(run_cli("report", "hotspots", "-f", "csv").out), _table_counts(run_cli)
+    assert run_cli("analyze", "-q", "--window", "ProfilerStep").code == 0
+    assert run_cli("analyze", "-q").code == 0
+    assert _rounded_rows(run_cli("report", "hotspots", "-f", "csv").out) == hotspots
+    assert _table_counts(run_cli) == counts
+
+
+def test_changed_windows_drop_the_paths_of_methods_not_analysed_again(run_cli):
+    """`analyze --method ctda --window P` after a full analyze: per_thread's rows built on the
+    windows that changed go with them, those on unchanged windows stay."""
+    assert run_cli("ingest", "-q", str(GLOO_STRAGGLER)).code == 0
+    assert run_cli("analyze", "-q").code == 0
+    assert run_cli("analyze", "-q", "--method", "ctda", "--window", "ProfilerStep").code == 0
+    # every path row lies inside the window its (run, rank, step) names now
+    outside = run_cli("query", "SELECT count(*) FROM critical_path AS p LEFT JOIN analysis_windows AS w "
+                      "USING (run_id, rank, step) WHERE w.step IS NULL OR p.counted_start_us < w.start_us "
+                      "OR p.counted_end_us > w.e2e_end_us", "-f", "csv")
+    assert outside.code == 0 and outside.out.splitlines()[1] == "0", outside.err

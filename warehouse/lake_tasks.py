@@ -200,8 +200,12 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
         with transaction(con):  # all of the rank's methods in one pass of the engine, as on a database
             counts = run_stages(con, run["run_id"], methods, window, settings=AnalysisSettings(**settings))
         comm_events = con.sql(sqlfiles.load("lake/cross_rank_events.sql")).to_arrow_table() if cross_rank else None
+        # the cross-rank path was built on the rank's windows: it goes when they changed (as
+        # its rows on changed windows go in a database, sql/analysis/70_persist.sql)
+        windows_changed = con.execute("SELECT count(*) FROM cp_changed_windows").fetchone()[0] > 0
         staging = lake.stage_tables(con, root, lake.ANALYSIS_TABLES, run["name"], run["run_id"], rank)
-        lake.carry_cross_rank_files(staging, root, run["name"], rank)
+        if not windows_changed:
+            lake.carry_cross_rank_files(staging, root, run["name"], rank)
         lake.publish_staged(staging, root, lake.ANALYSIS_TABLES, run["name"], rank)
     except (CtdaError, duckdb.Error) as exc:  # duckdb: a partition file that cannot be read
         return TaskFailure(f"run {run['name']} rank {rank}: {str(exc).strip().splitlines()[0]}")

@@ -1,14 +1,29 @@
 -- Stage 7: replace earlier results of the analysed runs and methods, then store the new ones.
 
-DELETE FROM nodes WHERE (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_windows)
-    AND method IN (SELECT method FROM cp_methods);
-DELETE FROM edges WHERE (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_windows)
-    AND method IN (SELECT method FROM cp_methods);
-DELETE FROM critical_path WHERE (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_windows)
-    AND method IN (SELECT method FROM cp_methods);
-DELETE FROM path_events WHERE (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_windows)
-    AND method IN (SELECT method FROM cp_methods);
-DELETE FROM analysis_windows WHERE (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_windows);
+-- An analysis replaces the previous one of its (run, method) whole: annotation windows are
+-- numbered 1..N like steps, so deleting only the new windows' (run, rank, step) kept the rows
+-- of windows the new mode does not have (issue 35 item 2). A window that changed (another
+-- name or extent) also takes the rows of the methods not re-analysed that were built on it.
+CREATE OR REPLACE TEMP TABLE cp_analysed_runs AS
+SELECT run_id FROM runs WHERE $run_id IS NULL OR run_id = $run_id;
+
+CREATE OR REPLACE TEMP TABLE cp_changed_windows AS
+SELECT run_id, rank, step FROM (
+    SELECT run_id, rank, step, name, start_us, end_us FROM analysis_windows
+    WHERE run_id IN (SELECT run_id FROM cp_analysed_runs)
+    EXCEPT
+    SELECT run_id, rank, step, name, start_us, end_us FROM cp_window_extent
+);
+
+DELETE FROM nodes WHERE (run_id IN (SELECT run_id FROM cp_analysed_runs) AND method IN (SELECT method FROM cp_methods))
+    OR (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_changed_windows);
+DELETE FROM edges WHERE (run_id IN (SELECT run_id FROM cp_analysed_runs) AND method IN (SELECT method FROM cp_methods))
+    OR (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_changed_windows);
+DELETE FROM critical_path WHERE (run_id IN (SELECT run_id FROM cp_analysed_runs) AND method IN (SELECT method FROM cp_methods))
+    OR (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_changed_windows);
+DELETE FROM path_events WHERE (run_id IN (SELECT run_id FROM cp_analysed_runs) AND method IN (SELECT method FROM cp_methods))
+    OR (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_changed_windows);
+DELETE FROM analysis_windows WHERE run_id IN (SELECT run_id FROM cp_analysed_runs);
 
 INSERT INTO analysis_windows
 SELECT run_id, rank, step, name, start_us, end_us, e2e_end_us, e2e_end_us - start_us
