@@ -3,9 +3,12 @@ chrome://tracing (valid Chrome trace JSON), keeps every event, and re-ingests.""
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
+import os
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -138,20 +141,86 @@ def test_all_ranks_in_one_file_keep_ranks_apart(warehouse, tmp_path):
     done = warehouse.export_overlay(tmp_path / "all.json.gz", run="fig", methods="all")
     events = read_trace(tmp_path / "all.json.gz")["traceEvents"]
     assert done["ranks"] == [0, 1] and len(events) == done["events"] + done["added"]
+    assert done["methods"] == ["ctda", "per_thread", "cross_rank"]
     assert schema_problems(events) == []
-    kineto = [e for e in events if e.get("cat") != "critical_path" and e["ph"] != "M"]
-    pids = [{e["pid"] for e in kineto if e["ph"] == "X" and e["name"] == name}
-            for name in ("aten::linear", "fwd_gemm")]
-    assert all(len(p) == 2 for p in pids)  # one process per rank for the same CPU and GPU lanes
+    kineto = [e for e in events if not is_added(e) and e["ph"] != "M"]
     own_flows = Counter(e["id"] for e in kineto if e["ph"] == "s")
     assert len(own_flows) == 2 and set(own_flows.values()) == {1}  # flow id 7 of each rank stays apart
     names = sorted(e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name")
-    assert names == ["Critical path (ctda)", "Critical path (per_thread)", "rank 0 · python", "rank 1 · python"]
+    # the input's process names unchanged (no rank prefix), the path processes beside them
+    assert names == ["Critical path (cross_rank)", "Critical path (ctda)", "Critical path (per_thread)",
+                     "python", "python"]
     threads = sorted(e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"
                      and str(e["args"]["name"]).startswith("rank"))
-    assert threads == ["rank 0 (ctda)", "rank 0 (per_thread)", "rank 1 (ctda)", "rank 1 (per_thread)"]
+    assert {"rank 0 (ctda)", "rank 0 (per_thread)", "rank 1 (ctda)", "rank 1 (per_thread)"} <= set(threads)
+    assert any(t.endswith("(cross_rank)") for t in threads)
     starts, ends = path_flows(events)
     assert starts == ends
+
+
+def is_added(event: dict) -> bool:
+    """An event the overlay adds: a path process's metadata or slice, or a path flow."""
+    return event.get("cat") in ("critical_path", "cross_rank_path") or event.get("pid", 0) >= 2_000_000_000
+
+
+def input_events(path: Path) -> list:
+    """The traceEvents of a trace file, numbers read exactly (floats as Decimal)."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return json.load(handle, parse_float=Decimal)["traceEvents"]
+
+
+IDENTITY = ("name", "ph", "ts", "dur", "pid", "tid")
+
+
+def changed_input_events(sources: list[Path], overlay: Path) -> list[str]:
+    """How the overlay's copies of the input events differ from the input files (rank order):
+    every key of IDENTITY present exactly when it was, with the same value and JSON type, and
+    args the same but for HTA's `critical` mark."""
+    written = input_events(overlay)
+    problems, position = [], 0
+    for source in sources:
+        for index, original in enumerate(input_events(source)):
+            copy = written[position]
+            position += 1
+            for key in IDENTITY:
+                if (key in original) != (key in copy) or (
+                        key in original and (type(original[key]), original[key]) != (type(copy[key]), copy[key])):
+                    problems.append(f"{source.name} event {index} {key}: {original.get(key, '<absent>')!r} "
+                                    f"became {copy.get(key, '<absent>')!r}")
+            args = copy.get("args")
+            if isinstance(args, dict) and args.get("critical") == 1 and not (
+                    isinstance(original.get("args"), dict) and "critical" in original["args"]):
+                args = {k: v for k, v in args.items() if k != "critical"} or None
+                if args is None and "args" in original:
+                    args = {}
+            if ("args" in original or args is not None) and original.get("args", None) != args:
+                problems.append(f"{source.name} event {index} args: {original.get('args')!r} became {args!r}")
+    return problems
+
+
+def test_overlay_keeps_odd_input_events_as_they_were(tmp_path):
+    """No `"cat": null` / `"dur": null` / `"args": null` added, a list args stays a list (even
+    on the path), a string pid stays a string, integers stay integers."""
+    builder = figure1_trace()
+    builder.events += [
+        {"name": "bare", "ph": "i", "ts": builder.base_ts + 50, "pid": builder.pid, "tid": 100, "s": "t"},
+        {"name": "listed", "ph": "X", "ts": builder.base_ts + 960, "dur": 4, "pid": "1074", "tid": "7",
+         "args": [1, 2]},
+    ]
+    for event in builder.events:  # the main thread's ops carry list args
+        if event.get("name") == "aten::linear":
+            event["args"] = ["a list", 1]
+    source = builder.write(tmp_path / "odd.json")
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest([source], run="odd")
+        wh.analyze(run="odd")
+        wh.export_overlay(tmp_path / "odd-overlay.json", run="odd", methods="all")
+        on_path = {r[0] for r in wh.sql("SELECT name FROM path_events WHERE method = 'ctda'").fetchall()}
+    assert "aten::linear" in on_path
+    assert changed_input_events([source], tmp_path / "odd-overlay.json") == []
+    text = (tmp_path / "odd-overlay.json").read_text(encoding="utf-8")
+    assert '"cat": null' not in text.replace('":null', '": null') and '"pid":"1074"' in text.replace(" ", "")
 
 
 def test_the_overlay_reingests_with_every_event(warehouse, tmp_path):
@@ -186,6 +255,62 @@ def test_bad_requests_get_one_error_line(run_cli, tmp_path, monkeypatch, args, m
     assert_one_error_line(run_cli("export", "overlay", *args), message)
 
 
+@pytest.mark.parametrize("kind", ["overlay", "html"])
+def test_an_export_never_writes_over_the_warehouse(run_cli, db_path, tmp_path, kind):
+    """Item 5 of issue 35: --db w.json with -o w.json printed "wrote" and the database was gone."""
+    suffix = ".json" if kind == "overlay" else ".html"
+    db = tmp_path / f"w{suffix}"
+    assert run_cli("ingest", "-q", str(two_rank_folder(tmp_path / "fig")), "--run", "fig", db=db).code == 0
+    assert run_cli("analyze", "-q", db=db).code == 0
+    before = db.read_bytes()
+    assert_one_error_line(run_cli("export", kind, "--run", "fig", "-o", str(db), db=db), "is the warehouse database")
+    assert db.read_bytes() == before
+    wal = tmp_path / f"w{suffix}.wal"
+    result = run_cli("export", kind, "--run", "fig", "-o", str(wal), db=db)
+    if kind == "overlay":  # a .wal name is no overlay name; the check on the name comes first
+        assert_one_error_line(result, "must end in .json")
+    lake = tmp_path / "lake"
+    (lake / "events").mkdir(parents=True)
+    (lake / "runs.parquet").write_bytes(b"PAR1")
+    result = run_cli("export", kind, "--run", "fig", "-o", str(lake / "events" / f"x{suffix}"), db=db)
+    assert_one_error_line(result, "is inside the lake")
+    assert not (lake / "events" / f"x{suffix}").exists()
+
+
+@pytest.mark.parametrize("kind", ["overlay", "html"])
+def test_an_output_that_cannot_be_written_gets_one_error_line(run_cli, tmp_path, monkeypatch, kind):
+    """Item 10 of issue 35: a folder, an unwritable folder, a full disk."""
+    suffix = ".json" if kind == "overlay" else ".html"
+    ingest_fig(run_cli, tmp_path, analyze=True)
+    folder = tmp_path / f"a-folder{suffix}"
+    folder.mkdir()
+    assert_one_error_line(run_cli("export", kind, "--run", "fig", "-o", str(folder)), "is a folder")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if not os.access(locked, os.W_OK):  # root writes anywhere
+            assert_one_error_line(run_cli("export", kind, "--run", "fig", "-o", str(locked / f"x{suffix}")),
+                                  "cannot write there")
+    finally:
+        locked.chmod(0o700)
+    # a full disk in the middle of the write: the report that was there stays whole
+    good = tmp_path / f"good{suffix}"
+    assert run_cli("export", kind, "--run", "fig", "-o", str(good)).code == 0
+    before = good.read_bytes()
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    if kind == "overlay":
+        monkeypatch.setattr("warehouse.export._write_events", full_disk)
+    else:
+        monkeypatch.setattr("warehouse.report_html._write_page", full_disk)
+    assert_one_error_line(run_cli("export", kind, "--run", "fig", "-o", str(good)), "No space left on device")
+    assert good.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp file left
+
+
 def ingest_fig(run_cli, tmp_path: Path, analyze: bool) -> None:
     """The two-rank figure-1 run `fig` in the CLI's test database."""
     assert run_cli("ingest", "-q", str(two_rank_folder(tmp_path / "fig")), "--run", "fig").code == 0
@@ -204,6 +329,7 @@ def assert_one_error_line(result, message: str) -> None:
 def shared(shared_traces, tmp_path_factory):
     wh = Warehouse(tmp_path_factory.mktemp("overlay-shared") / "s.duckdb")
     wh.ingest([shared_traces / "nccl.json.gz"], run="nccl")
+    wh.ingest([shared_traces / "ns_resolution.json.gz"], run="ns")
     wh.ingest([shared_traces / "two_ranks"], run="two_ranks")
     wh.analyze()
     yield wh
@@ -220,3 +346,66 @@ def test_real_overlays_are_valid_and_reingest(shared, tmp_path, run):
     with Warehouse(tmp_path / "again.duckdb") as again:
         again.ingest([tmp_path / f"{run}.json.gz"], run="again")
         assert count(again, "SELECT count(*) FROM events") == done["events"] + done["added"]
+
+
+@pytest.mark.parametrize("run, files", [
+    ("nccl", ["nccl.json.gz"]),
+    ("ns", ["ns_resolution.json.gz"]),  # epoch microseconds with nanosecond digits
+    ("two_ranks", ["two_ranks/rank-0.json.gz", "two_ranks/rank-1.json.gz"]),
+])
+def test_real_overlays_keep_every_input_event_exactly(shared, shared_traces, tmp_path, run, files):
+    shared.export_overlay(tmp_path / "o.json.gz", run=run, methods="all")
+    assert changed_input_events([shared_traces / f for f in files], tmp_path / "o.json.gz") == []
+    # the marks are there: HTA's args.critical on the events with counted time
+    marked = [e for e in read_trace(tmp_path / "o.json.gz")["traceEvents"]
+              if isinstance(e.get("args"), dict) and e["args"].get("critical") == 1]
+    assert marked
+
+
+# ---- a recorded 2-rank run: the cross-rank path --------------------------------------------
+
+STRAGGLER = Path(__file__).parent / "data" / "gloo" / "straggler"
+
+
+@pytest.fixture(scope="module")
+def straggler(tmp_path_factory):
+    wh = Warehouse(tmp_path_factory.mktemp("overlay-straggler") / "s.duckdb")
+    wh.ingest([STRAGGLER], run="straggler")
+    wh.analyze()
+    yield wh
+    wh.close()
+
+
+def test_two_rank_overlay_keeps_every_input_event_exactly(straggler, tmp_path):
+    done = straggler.export_overlay(tmp_path / "s.json.gz", run="straggler", methods="all")
+    assert done["ranks"] == [0, 1] and "cross_rank" in done["methods"]
+    sources = sorted(STRAGGLER.glob("rank-*.json.gz"))
+    assert changed_input_events(sources, tmp_path / "s.json.gz") == []
+    # each rank's time base is its file's: the overlay starts where the input does
+    trace = read_trace(tmp_path / "s.json.gz")
+    assert "baseTimeNanoseconds" not in trace or trace["baseTimeNanoseconds"] == read_trace(
+        sources[0]).get("baseTimeNanoseconds")
+
+
+def test_cross_rank_path_is_drawn_with_flows_that_cross_ranks(straggler, tmp_path):
+    straggler.export_overlay(tmp_path / "x.json", run="straggler", methods="cross_rank")
+    events = read_trace(tmp_path / "x.json")["traceEvents"]
+    rows = straggler.sql("SELECT count(*), count(DISTINCT node_rank) FROM critical_path "
+                         "WHERE method = 'cross_rank'").fetchall()[0]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    path_pid = next(pid for pid, name in names.items() if name == "Critical path (cross_rank)")
+    slices = [e for e in events if e["pid"] == path_pid and e["ph"] == "X"]
+    assert len(slices) == rows[0] and len({s["tid"] for s in slices}) == rows[1] == 2
+    # a flow joins consecutive path nodes; where the path changes rank, it joins the ranks' events
+    pid_rank = {}
+    for rank, source in enumerate(sorted(STRAGGLER.glob("rank-*.json.gz"))):
+        pid_rank.update({e["pid"]: rank for e in input_events(source) if "pid" in e})
+    starts = {e["id"]: e for e in events if e.get("cat") == "critical_path" and e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e.get("cat") == "critical_path" and e["ph"] == "f"}
+    assert starts and starts.keys() == ends.keys()
+    crossing = [i for i in starts if pid_rank[starts[i]["pid"]] != pid_rank[ends[i]["pid"]]]
+    assert crossing
+    # with --method all, ctda's path marks the events and the crossings get flows of their own
+    straggler.export_overlay(tmp_path / "all.json", run="straggler", methods="all")
+    every = read_trace(tmp_path / "all.json")["traceEvents"]
+    assert any(e.get("cat") == "cross_rank_path" for e in every)

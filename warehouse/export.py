@@ -1,57 +1,100 @@
 """`ctda-sql export overlay`: a run's trace with its critical path marked, for Perfetto UI and
-chrome://tracing. The events are rebuilt by sql/export/overlay_events.sql; this module only
-adds the file's top-level keys and streams the rows out (gzip when the name ends in .gz)."""
+chrome://tracing. HTA's convention: every input event is copied from its trace file as it
+stands (name, ph, ts, dur, pid, tid and args unchanged, ts in the file's own time base), so
+the overlay lines up with the trace and with HTA's overlay of it; what the overlay adds (the
+args.critical marks, the path processes, the flows) goes beside. The events are put together
+by sql/export/overlay_events.sql; this module copies each file's event array into a temp
+table, adds the file's top-level keys and streams the rows out (gzip when the name ends .gz)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import duckdb
+import msgspec
 from isal import igzip
 
-from . import sqlfiles
+from . import sqlfiles, traceio
 from .analyze import METHODS
 from .errors import CtdaError
+from .outputfile import atomic_output, check_output_path
 
 OVERLAY_SUFFIXES = (".json", ".json.gz")
 _BATCH_ROWS = 50_000
-# top-level keys that describe the original time base, which the overlay does not use
-_DROPPED_KEYS = ("baseTimeNanoseconds",)
+# the read buffer is twice this, per thread, within the warehouse's memory limit; Kineto
+# events are a few hundred bytes
+_LARGEST_EVENT_BYTES = 32 << 20
 
 
 def write_overlay(con: duckdb.DuckDBPyConnection, path: Path, run: str, rank: int | None,
                   methods: list[str]) -> dict:
     """Write the overlay of `run` (one rank, or all ranks when rank is None) to `path`;
     the first method marks events and draws flows, each method gets its own path process.
-    Returns counts: events (original), added, path_nodes, flows."""
-    _check_output(path)
-    methods = _checked_methods(methods)
+    The output is checked first (outputfile.check_output_path) and written whole or not at
+    all. Returns counts:
+    events (copied from the input), added (marks are not counted; slices and flows are)."""
+    if not path.name.endswith(OVERLAY_SUFFIXES):
+        raise CtdaError(f"{path}: the overlay file name must end in .json or .json.gz")
+    check_output_path(con, path)
     run_id, ranks = _run_and_ranks(con, run, rank)
-    _require_analysis(con, run, run_id, ranks, methods)
+    methods = _analysed_methods(con, run, run_id, ranks, _checked_methods(methods))
     params = {"run_id": run_id, "rank": rank, "methods": methods, "primary": methods[0],
               "remap": rank is None and len(ranks) > 1}
     header = _top_level(con, run, run_id, ranks, methods)
-    original = con.execute("SELECT count(*) FROM events WHERE run_id = ? AND list_contains(?, rank)",
-                           [run_id, ranks]).fetchall()[0][0]
-    events = con.sql(sqlfiles.load("export/overlay_events.sql"), params=params)
-    written = _write_json(path, header, events.to_arrow_reader(_BATCH_ROWS))
+    with traceio.parse_folder() as folder:
+        original = _copy_input_events(con, run_id, ranks, Path(folder))
+        reader = con.sql(sqlfiles.load("export/overlay_events.sql"), params=params).to_arrow_reader(_BATCH_ROWS)
+        try:
+            written = _write_json(path, header, reader)
+        finally:
+            reader.close()  # the query's result holds the connection until closed
+            con.execute("DROP TABLE IF EXISTS overlay_input")
     return {"path": str(path), "run": run, "ranks": ranks, "methods": methods,
             "events": original, "added": written - original}
 
 
-def _check_output(path: Path) -> None:
-    if not path.name.endswith(OVERLAY_SUFFIXES):
-        raise CtdaError(f"{path}: the overlay file name must end in .json or .json.gz")
-    if not path.parent.is_dir():
-        raise CtdaError(f"{path.parent}: no such folder")
+def _copy_input_events(con, run_id: int, ranks: list[int], folder: Path) -> int:
+    """The event objects of each rank's trace file, verbatim, into the temp table
+    overlay_input (rank, event_id, json); event_id is the position in the file's traceEvents,
+    as ingest numbers them. Refuses a file that is gone or changed since it was ingested."""
+    con.execute("CREATE OR REPLACE TEMP TABLE overlay_input (rank INTEGER, event_id BIGINT, json VARCHAR)")
+    for rank, source, sha256, stored in con.execute(
+            "SELECT rank, source_path, file_sha256, event_count FROM traces "
+            "WHERE run_id = ? AND list_contains(?, rank) ORDER BY rank", [run_id, ranks]).fetchall():
+        events_file = folder / f"rank-{rank}.json"
+        events_file.write_bytes(_events_array(Path(source), sha256))
+        con.execute("INSERT INTO overlay_input SELECT ?, row_number() OVER () - 1, json "
+                    "FROM read_json_objects(?, format = 'array', maximum_object_size = ?)",
+                    [rank, str(events_file), _LARGEST_EVENT_BYTES])
+        copied = con.execute("SELECT count(*) FROM overlay_input WHERE rank = ?", [rank]).fetchall()[0][0]
+        if copied != stored:
+            raise CtdaError(f"{source}: holds {copied:,} events where {stored:,} were ingested; "
+                            "ingest it again (ingest --replace)")
+        events_file.unlink()
+    return con.execute("SELECT count(*) FROM overlay_input").fetchall()[0][0]
+
+
+def _events_array(source: Path, sha256: str) -> bytes:
+    """The text of the traceEvents array of `source`, once its bytes are the ingested ones."""
+    again = f"the overlay copies its events from the trace files; give it back or ingest it again"
+    try:
+        data = source.read_bytes()
+    except OSError as exc:
+        raise CtdaError(f"{source}: cannot read the trace file this run was ingested from "
+                        f"({exc.strerror or exc}); {again}") from None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise CtdaError(f"{source}: the trace file changed since it was ingested; {again}")
+    text = traceio._decompress(source, data)
+    return bytes(msgspec.json.decode(text, type=dict[str, msgspec.Raw])["traceEvents"])
 
 
 def _checked_methods(methods: list[str]) -> list[str]:
     chosen = list(dict.fromkeys(m for name in methods for m in (METHODS if name == "all" else [name])))
     unknown = [m for m in chosen if m not in METHODS]
     if unknown or not chosen:
-        raise CtdaError(f"unknown method {(unknown or [''])[0]!r}; choose ctda, per_thread or all")
+        raise CtdaError(f"unknown method {(unknown or [''])[0]!r}; choose ctda, per_thread, cross_rank or all")
     return chosen
 
 
@@ -70,23 +113,25 @@ def _run_and_ranks(con, run: str, rank: int | None) -> tuple[int, list[int]]:
     return row[0], ranks
 
 
-def _require_analysis(con, run: str, run_id: int, ranks: list[int], methods: list[str]) -> None:
-    missing = con.execute(
-        "SELECT list(m ORDER BY m) FROM unnest(?::VARCHAR[]) AS t(m) WHERE m NOT IN "
-        "(SELECT method FROM critical_path WHERE run_id = ? AND list_contains(?, rank))",
-        [methods, run_id, ranks]).fetchall()[0][0]
-    if missing:
-        raise CtdaError(f"run {run!r} has no {', '.join(missing)} critical path yet; "
+def _analysed_methods(con, run: str, run_id: int, ranks: list[int], methods: list[str]) -> list[str]:
+    """The methods with a path on these ranks; `all` skips those without one (cross_rank on a
+    single-rank run), a method asked for by name must have one."""
+    found = {row[0] for row in con.execute(
+        "SELECT DISTINCT method FROM critical_path WHERE run_id = ? AND list_contains(?, coalesce(node_rank, rank))",
+        [run_id, ranks]).fetchall()}
+    missing = [m for m in methods if m not in found]
+    if missing and (len(methods) < len(METHODS) or set(missing) != {"cross_rank"}):
+        raise CtdaError(f"run {run!r} has no {', '.join(sorted(missing))} critical path yet; "
                         f"run `ctda-sql analyze --run {run}` first")
+    return [m for m in methods if m in found]
 
 
 def _top_level(con, run: str, run_id: int, ranks: list[int], methods: list[str]) -> dict:
     """The first rank's top-level keys (distributedInfo, deviceProperties ...), and ours."""
-    info, devices, schema, name, metadata, origin = con.execute(
-        "SELECT t.distributed_info, t.device_properties, t.schema_version, t.trace_name, t.metadata, "
-        "r.origin_ts::VARCHAR FROM traces t JOIN runs r USING (run_id) WHERE run_id = ? AND rank = ?",
-        [run_id, ranks[0]]).fetchall()[0]
-    header = {key: value for key, value in json.loads(metadata or "{}").items() if key not in _DROPPED_KEYS}
+    info, devices, schema, name, metadata = con.execute(
+        "SELECT distributed_info, device_properties, schema_version, trace_name, metadata "
+        "FROM traces WHERE run_id = ? AND rank = ?", [run_id, ranks[0]]).fetchall()[0]
+    header = json.loads(metadata or "{}")
     for key, value in (("schemaVersion", _schema_version(schema)), ("traceName", name),
                        ("distributedInfo", _json(info)), ("deviceProperties", _json(devices))):
         if value is not None:
@@ -94,8 +139,11 @@ def _top_level(con, run: str, run_id: int, ranks: list[int], methods: list[str])
     header["ctdaOverlay"] = {
         "run": run, "ranks": ranks, "methods": methods,
         "critical": f"args.critical = 1 and critical_path flows follow the {methods[0]} path",
-        "time_base": "microseconds since the run's origin (origin_epoch_us)",
-        "origin_epoch_us": origin,
+        "time_base": "each rank's events keep the ts of its trace file; the path slices and "
+                     "flows are placed in the time base of the rank they mark",
+        "input_events": "copied unchanged from the trace files, but for args.critical"
+                        + (" and flow ids, moved by rank * 10^k so ranks' flows stay apart"
+                           if len(ranks) > 1 else ""),
     }
     return header
 
@@ -109,14 +157,14 @@ def _json(text: str | None):
 
 
 def _write_json(path: Path, header: dict, batches) -> int:
-    """{header keys..., "traceEvents": [rows...]}; returns the number of events written."""
-    opener = igzip.open if path.name.endswith(".gz") else open
-    try:
-        with opener(path, "wt", encoding="utf-8") as out:
+    """{header keys..., "traceEvents": [rows...]}; returns the number of events written.
+    Written beside `path` and renamed over it: a failed write leaves what was there."""
+    with atomic_output(path) as temporary:
+        if path.name.endswith(".gz"):
+            with igzip.open(temporary, "wt", encoding="utf-8") as out:
+                return _write_events(out, header, batches)
+        with open(temporary, "w", encoding="utf-8") as out:
             return _write_events(out, header, batches)
-    except BaseException:
-        path.unlink(missing_ok=True)  # no half-written trace left behind
-        raise
 
 
 def _write_events(out, header: dict, batches) -> int:

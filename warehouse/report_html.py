@@ -16,6 +16,7 @@ import numpy as np
 
 from . import sqlfiles
 from .errors import CtdaError
+from .outputfile import atomic_output, check_output_path
 
 METHODS = ("ctda", "per_thread")
 PHASE_COLORS = {
@@ -28,6 +29,7 @@ STEP_SPLIT = (
     ("path_us", "on the path (counted)", "#2ca02c"),
     ("cpu_gap_us", "CPU gaps in path nodes", "#ff9896"),
     ("gpu_idle_us", "GPU idle in path nodes", "#c5b0d5"),
+    ("queued_idle_us", "device idle with work queued, cause not in the trace", "#8c564b"),
     ("launch_delay_us", "launch delay", "#ffbb78"),
     ("between_nodes_us", "between path nodes", "#9edae5"),
     ("slack_before_us", "slack before the first node", "#dbdb8d"),
@@ -43,8 +45,7 @@ def write_html(con, path: Path, run: str, step: int | None = None, rank: int | N
     """Write the report of `run`; the Gantt shows `step` of `rank` (default: the slowest step)."""
     if path.suffix.lower() not in (".html", ".htm"):
         raise CtdaError(f"{path}: the report file name must end in .html")
-    if not path.parent.is_dir():
-        raise CtdaError(f"{path.parent}: no such folder")
+    check_output_path(con, path)
     run_id = _run_id(con, run)
     steps = _columns(con, "export/html_steps.sql", {"run_id": run_id})
     if not len(steps["step"]):
@@ -75,9 +76,15 @@ def write_html(con, path: Path, run: str, step: int | None = None, rank: int | N
         if len(changes["scenario"]):
             sections.append(("What-if: the biggest changes on the predicted path", _WHATIF_PATH_TEXT,
                              whatif_path_figure(changes)))
-    path.write_text(_page(run, ranks, steps, cpcr, sections), encoding="utf-8")
+    page = _page(run, ranks, steps, cpcr, sections)
+    with atomic_output(path) as temporary:  # a failed write leaves the previous report whole
+        _write_page(temporary, page)
     return {"path": str(path), "run": run, "charts": len(sections), "ranks": ranks,
             "gantt_rank": gantt_rank, "gantt_step": gantt_step}
+
+
+def _write_page(path: Path, page: str) -> None:
+    path.write_text(page, encoding="utf-8")
 
 
 # ---- data --------------------------------------------------------------------------------

@@ -1,162 +1,182 @@
--- The traceEvents of an overlay trace (`ctda-sql export overlay`), one JSON object per row,
--- in the order they are written:
---   1. every event of the chosen rank(s), rebuilt from `events` (args and extra keys kept),
---      with args.critical = 1 on each event that carries counted time on the $primary path
---      (HTA's convention);
+-- The traceEvents of an overlay trace (`ctda-sql export overlay`), one JSON text per row, in
+-- the order they are written:
+--   1. every input event exactly as its trace file holds it (overlay_input: the file's event
+--      objects verbatim, made by export.py), HTA's convention: name, ph, ts, dur, pid, tid and
+--      args are never changed. Events with counted time on the $primary path gain
+--      args.critical = 1 (an event with no args gains {"critical": 1}; a non-object args is
+--      left alone); with $remap (all ranks of a multi-rank run in one file) an integer flow
+--      `id` moves by rank * a power of ten above the largest, so ranks' flows stay apart;
 --   2. a process per method in $methods, named `Critical path (METHOD)`, with a thread per
---      rank and one slice per path node;
+--      rank the path ran on and one slice per path node;
 --   3. `s`/`f` flow events of cat `critical_path` joining consecutive nodes of the $primary
---      path, bound to the events they ran (the last counted event of a node, the first of
---      the next).
--- Times are microseconds since the run's origin: ts is rebuilt exactly from ts_raw, so ranks
--- of one run line up. With $remap (all ranks of a multi-rank run in one file) numeric pids
--- move by rank * 10,000,000 and flow ids by rank * a power of ten above the largest, so the
--- ranks' processes and flows stay apart; process names get a `rank N · ` prefix.
+--      path, bound to the events they ran (the last counted event of a node, the first of the
+--      next); for cross_rank these cross ranks where the path does. When cross_rank is drawn
+--      but is not $primary, its rank crossings get flows of cat `cross_rank_path`.
+-- Times are each rank's own, as in its file: warehouse microseconds go back through
+-- raw = (us + runs.origin_ts - traces.ts_offset_us) / scale (scale 0.001 for files of whole
+-- nanoseconds), so the added slices and flows line up with the events they mark.
+-- Rewritten events keep their ts text exact: JSON functions read numbers as doubles, which
+-- would drop the nanosecond digits of an epoch-microsecond ts (and turn 4458676544500.000
+-- into an integer), so the ts text is copied from the file's text.
 -- Parameters: run_id, rank (NULL = all), methods (list), primary, remap.
-WITH chosen AS (
-    SELECT e.*,
-           e.ts_raw * CASE WHEN t.nanosecond_ints THEN 0.001 ELSE 1 END + t.ts_offset_us - r.origin_ts
-               AS ts_exact,
-           TRY_CAST(e.pid AS BIGINT) AS pid_number
-    FROM events AS e
-    JOIN (SELECT run_id, rank, ts_offset_us,
-                 -- traceio.py scales whole-nanosecond timestamps (epoch ns) to microseconds
-                 (SELECT min(ts_raw) FROM events AS x
-                   WHERE x.run_id = tr.run_id AND x.rank = tr.rank AND x.ts_raw <> 0) > 1e17
-                     AS nanosecond_ints
-          FROM traces AS tr WHERE tr.run_id = $run_id) AS t USING (run_id, rank)
-    JOIN runs AS r USING (run_id)
-    WHERE e.run_id = $run_id AND ($rank IS NULL OR e.rank = $rank)
+WITH clocks AS (
+    SELECT tr.rank, tr.ts_offset_us - r.origin_ts AS shift_us,
+           -- traceio.py scales whole-nanosecond timestamps (epoch ns) to microseconds
+           CASE WHEN (SELECT min(ts_raw) FROM events AS x
+                      WHERE x.run_id = tr.run_id AND x.rank = tr.rank AND x.ts_raw <> 0) > 1e17
+                THEN 0.001 ELSE 1 END AS scale
+    FROM traces AS tr JOIN runs AS r USING (run_id)
+    WHERE tr.run_id = $run_id AND ($rank IS NULL OR tr.rank = $rank)
+),
+input AS (
+    SELECT i.rank, i.event_id, i.json, e.ts_raw, e.dur_us, e.ph,
+           json_type(i.json, '$.args') AS args_type,
+           TRY_CAST(json_extract_string(i.json, '$.id') AS BIGINT) AS flow_id
+    FROM overlay_input AS i
+    JOIN events AS e ON e.run_id = $run_id AND e.rank = i.rank AND e.event_id = i.event_id
 ),
 flow_ids AS (
-    SELECT coalesce(max(TRY_CAST(extra ->> 'id' AS BIGINT)), 0) AS largest, max(rank) AS last_rank,
-           CAST(10 ** ceil(log10(greatest(coalesce(max(TRY_CAST(extra ->> 'id' AS BIGINT)), 0), 0) + 2))
-                AS BIGINT) AS stride
-    FROM chosen
+    SELECT coalesce(max(flow_id), 0) AS largest, max(rank) AS last_rank,
+           CAST(10 ** ceil(log10(greatest(coalesce(max(flow_id), 0), 0) + 2)) AS BIGINT) AS stride
+    FROM input
 ),
 critical AS (
-    SELECT DISTINCT rank, event_id
+    SELECT DISTINCT coalesce(node_rank, rank) AS rank, event_id
     FROM path_events
-    WHERE run_id = $run_id AND method = $primary AND ($rank IS NULL OR rank = $rank)
+    WHERE run_id = $run_id AND method = $primary AND ($rank IS NULL OR coalesce(node_rank, rank) = $rank)
 ),
-located AS (
-    SELECT c.*,
-           CASE WHEN c.pid_number IS NOT NULL AND c.pid_number::VARCHAR = c.pid
-                THEN to_json(c.pid_number + CASE WHEN $remap THEN c.rank * 10000000 ELSE 0 END)
-                WHEN $remap THEN to_json('rank ' || c.rank || ' ' || c.pid)
-                ELSE to_json(c.pid) END AS pid_json,
-           CASE WHEN TRY_CAST(c.tid AS BIGINT)::VARCHAR = c.tid THEN to_json(TRY_CAST(c.tid AS BIGINT))
-                ELSE to_json(c.tid) END AS tid_json
-    FROM chosen AS c
-),
-rebuilt AS (
-    SELECT 1 AS part, l.rank, l.event_id AS position,
-           json_merge_patch(
-               CASE WHEN $remap AND TRY_CAST(l.extra ->> 'id' AS BIGINT) IS NOT NULL
-                    THEN json_merge_patch(l.extra, json_object(
-                        'id', TRY_CAST(l.extra ->> 'id' AS BIGINT) + l.rank * (SELECT stride FROM flow_ids)))
-                    ELSE l.extra END,
-               json_object(
-                   'name', l.name, 'cat', l.cat, 'ph', l.ph, 'ts', l.ts_exact, 'dur', l.dur_us,
-                   'pid', l.pid_json, 'tid', l.tid_json,
-                   'args', CASE
-                       WHEN k.event_id IS NOT NULL THEN json_merge_patch(coalesce(l.args, '{}'), '{"critical": 1}')
-                       WHEN $remap AND l.ph = 'M' AND l.name = 'process_name'
-                           THEN json_merge_patch(l.args, json_object('name', 'rank ' || l.rank || ' · ' || coalesce(l.args ->> 'name', l.pid)))
-                       WHEN $remap AND l.ph = 'M' AND l.name = 'process_sort_index'
-                           THEN json_merge_patch(l.args, json_object('sort_index', l.rank * 1000 + coalesce(TRY_CAST(l.args ->> 'sort_index' AS BIGINT), 0)))
-                       ELSE l.args END)
-           ) AS event
-    FROM located AS l
+marked AS (
+    SELECT i.*,
+           k.event_id IS NOT NULL AND coalesce(i.args_type, 'OBJECT') = 'OBJECT' AS mark,
+           $remap AND i.flow_id IS NOT NULL AS move_id
+    FROM input AS i
     LEFT JOIN critical AS k USING (rank, event_id)
 ),
+input_events AS (
+    SELECT 1 AS part, m.rank, m.event_id AS position,
+           CASE WHEN NOT (m.mark OR m.move_id) THEN m.json
+                ELSE '{"ts":' || m.ts_text || ','
+                     || substr(json_merge_patch(m.json, '{"ts": null}',
+                            CASE WHEN m.mark THEN json_object('args', json_merge_patch(
+                                coalesce(m.json -> '$.args', '{}'), '{"critical": 1}')) ELSE '{}' END,
+                            CASE WHEN m.move_id THEN json_object(
+                                'id', m.flow_id + m.rank * (SELECT stride FROM flow_ids)) ELSE '{}' END)::VARCHAR, 2)
+           END AS event
+    FROM (
+        -- the ts as the file writes it: the first "ts" number of the object when it reads as
+        -- the ts ingest stored (a nested "ts" in args could come first), else the stored value
+        SELECT *, CASE WHEN TRY_CAST(found_ts AS DECIMAL(38, 6)) = ts_raw THEN found_ts
+                       ELSE rtrim(rtrim(ts_raw::VARCHAR, '0'), '.') END AS ts_text
+        FROM (SELECT *, regexp_extract(json, '"ts"\s*:\s*(-?[0-9][0-9.eE+-]*)', 1) AS found_ts
+              FROM marked WHERE mark OR move_id)
+        UNION ALL BY NAME
+        SELECT *, NULL AS found_ts, NULL AS ts_text FROM marked WHERE NOT (mark OR move_id)
+    ) AS m
+),
 path AS (
-    SELECT p.method, list_position($methods, p.method) AS method_index, p.rank, p.step, p.seq,
-           p.node_id, p.counted_start_us, p.counted_end_us, p.counted_us, p.kind, p.edge_type,
-           p.gap_before_us, p.gap_kind, n.phase, n.label, n.stream, n.tid, n.carry_in, n.event_count
+    SELECT p.method, list_position($methods, p.method) AS method_index, p.rank AS path_rank,
+           coalesce(p.node_rank, p.rank) AS rank, p.step, p.seq, p.node_id,
+           (p.counted_start_us - c.shift_us) / c.scale AS start_raw,
+           greatest(p.counted_end_us - p.counted_start_us, 0) / c.scale AS dur_raw,
+           p.counted_us, p.kind, p.edge_type, p.gap_before_us, p.gap_kind,
+           n.phase, n.label, n.stream, n.tid, n.carry_in, n.event_count
     FROM critical_path AS p
-    JOIN nodes AS n USING (run_id, rank, step, method, node_id)
-    WHERE p.run_id = $run_id AND ($rank IS NULL OR p.rank = $rank) AND list_contains($methods, p.method)
+    JOIN clocks AS c ON c.rank = coalesce(p.node_rank, p.rank)
+    -- cross_rank rows are stretches of the ranks' ctda paths: their nodes are ctda's
+    JOIN nodes AS n ON n.run_id = p.run_id AND n.rank = coalesce(p.node_rank, p.rank) AND n.step = p.step
+        AND n.method = CASE WHEN p.method = 'cross_rank' THEN 'ctda' ELSE p.method END AND n.node_id = p.node_id
+    WHERE p.run_id = $run_id AND list_contains($methods, p.method)
+      AND ($rank IS NULL OR coalesce(p.node_rank, p.rank) = $rank)
 ),
 path_process AS (
-    -- pids above any remapped Kineto pid, one per method
+    -- pids above any Kineto pid, one per method; a thread per rank the path ran on
     SELECT DISTINCT method, method_index, 2000000000 + method_index AS pid, rank FROM path
 ),
 path_metadata AS (
     SELECT DISTINCT 2 AS part, -1 AS rank, method_index AS position,
            json_object('name', 'process_name', 'ph', 'M', 'ts', 0, 'pid', pid, 'tid', 0,
-                       'args', json_object('name', 'Critical path (' || method || ')')) AS event
+                       'args', json_object('name', 'Critical path (' || method || ')'))::VARCHAR AS event
     FROM path_process
     UNION ALL
     SELECT DISTINCT 2, -1, method_index,
            json_object('name', 'process_sort_index', 'ph', 'M', 'ts', 0, 'pid', pid, 'tid', 0,
-                       'args', json_object('sort_index', -100 + method_index))
+                       'args', json_object('sort_index', -100 + method_index))::VARCHAR
     FROM path_process
     UNION ALL
     SELECT 2, rank, method_index,
            json_object('name', 'thread_name', 'ph', 'M', 'ts', 0, 'pid', pid, 'tid', rank,
-                       'args', json_object('name', 'rank ' || rank || ' (' || method || ')'))
+                       'args', json_object('name', 'rank ' || rank || ' (' || method || ')'))::VARCHAR
     FROM path_process
 ),
 path_slices AS (
-    SELECT 3 AS part, p.rank, p.method_index * 1000000000 + p.step * 100000 + p.seq AS position,
+    SELECT 3 AS part, p.path_rank AS rank, p.method_index::BIGINT * 1000000000 + p.step * 100000 + p.seq AS position,
            json_object(
                'name', coalesce(p.phase, p.kind) || ' · ' || coalesce(p.label, p.kind),
-               'cat', 'critical_path', 'ph', 'X',
-               'ts', p.counted_start_us, 'dur', greatest(p.counted_end_us - p.counted_start_us, 0),
+               'cat', 'critical_path', 'ph', 'X', 'ts', p.start_raw, 'dur', p.dur_raw,
                'pid', pp.pid, 'tid', p.rank,
                'args', json_object(
                    'method', p.method, 'step', p.step, 'seq', p.seq, 'node_id', p.node_id,
-                   'kind', p.kind, 'phase', p.phase, 'label', p.label,
+                   'rank', p.rank, 'kind', p.kind, 'phase', p.phase, 'label', p.label,
                    'counted_us', p.counted_us, 'edge_type', p.edge_type,
                    'gap_before_us', p.gap_before_us, 'gap_kind', p.gap_kind,
                    'stream', p.stream, 'thread', p.tid, 'carry_in', p.carry_in,
-                   'event_count', p.event_count)
-           ) AS event
+                   'event_count', p.event_count))::VARCHAR AS event
     FROM path AS p
     JOIN path_process AS pp USING (method, rank)
 ),
+located AS (
+    -- complete input events with their middle, in the file's own time units
+    SELECT i.rank, i.event_id, i.json -> '$.pid' AS pid, i.json -> '$.tid' AS tid,
+           i.ts_raw AS start_raw, i.ts_raw + coalesce(i.dur_us, 0) / c.scale AS end_raw
+    FROM input AS i
+    JOIN clocks AS c USING (rank)
+    WHERE i.ph = 'X'
+),
 anchors AS (
-    -- per node of the primary path: its first and its last counted complete event
-    SELECT pe.rank, pe.step, pe.node_id,
-           arg_min(struct_pack(ts := l.ts_exact + coalesce(l.dur_us, 0) / 2, pid := l.pid_json, tid := l.tid_json),
-                   l.ts_exact) AS first_event,
-           arg_max(struct_pack(ts := l.ts_exact + coalesce(l.dur_us, 0) / 2, pid := l.pid_json, tid := l.tid_json),
-                   l.ts_exact + coalesce(l.dur_us, 0)) AS last_event
+    -- per node of a flowing path: its first and its last counted complete event
+    SELECT pe.method, pe.rank AS path_rank, coalesce(pe.node_rank, pe.rank) AS rank, pe.step, pe.node_id,
+           arg_min(struct_pack(ts := (l.start_raw + l.end_raw) / 2, pid := l.pid, tid := l.tid), l.start_raw)
+               AS first_event,
+           arg_max(struct_pack(ts := (l.start_raw + l.end_raw) / 2, pid := l.pid, tid := l.tid), l.end_raw)
+               AS last_event
     FROM path_events AS pe
-    JOIN located AS l USING (rank, event_id)
-    WHERE pe.run_id = $run_id AND pe.method = $primary AND ($rank IS NULL OR pe.rank = $rank)
-      AND l.ph = 'X'
+    JOIN located AS l ON l.rank = coalesce(pe.node_rank, pe.rank) AND l.event_id = pe.event_id
+    WHERE pe.run_id = $run_id
+      AND (pe.method = $primary OR (pe.method = 'cross_rank' AND list_contains($methods, 'cross_rank')))
     GROUP BY ALL
 ),
 hops AS (
-    SELECT p.rank, p.step, p.seq,
-           a.last_event AS source, lead(a.first_event) OVER w AS target,
-           row_number() OVER (ORDER BY p.rank, p.step, p.seq) AS flow_number
+    SELECT p.method, p.path_rank, p.step, p.seq, p.rank AS from_rank, lead(p.rank) OVER w AS to_rank,
+           a.last_event AS source, lead(a.first_event) OVER w AS target
     FROM path AS p
-    JOIN anchors AS a USING (rank, step, node_id)
-    WHERE p.method = $primary
-    WINDOW w AS (PARTITION BY p.rank, p.step ORDER BY p.seq)
+    JOIN anchors AS a USING (method, path_rank, rank, step, node_id)
+    WINDOW w AS (PARTITION BY p.method, p.path_rank, p.step ORDER BY p.seq)
     QUALIFY lead(a.first_event) OVER w IS NOT NULL
 ),
-flows AS (
-    SELECT 4 AS part, h.rank, h.flow_number * 2 AS position,
-           json_object('name', 'critical_path', 'cat', 'critical_path', 'ph', 's',
-                       'id', f.base + h.flow_number, 'ts', h.source.ts,
-                       'pid', h.source.pid, 'tid', h.source.tid) AS event
+drawn_hops AS (
+    SELECT h.*, CASE WHEN h.method = $primary THEN 'critical_path' ELSE 'cross_rank_path' END AS flow_cat,
+           row_number() OVER (ORDER BY h.method <> $primary, h.path_rank, h.step, h.seq) AS flow_number
     FROM hops AS h
+    WHERE h.method = $primary OR h.from_rank <> h.to_rank
+),
+flows AS (
+    SELECT 4 AS part, h.path_rank AS rank, h.flow_number * 2 AS position,
+           json_object('name', h.flow_cat, 'cat', h.flow_cat, 'ph', 's',
+                       'id', f.base + h.flow_number, 'ts', h.source.ts,
+                       'pid', h.source.pid, 'tid', h.source.tid)::VARCHAR AS event
+    FROM drawn_hops AS h
     CROSS JOIN (SELECT CASE WHEN $remap THEN (last_rank + 1) * stride ELSE largest END + 1 AS base FROM flow_ids) AS f
     UNION ALL
-    SELECT 4, h.rank, h.flow_number * 2 + 1,
-           json_object('name', 'critical_path', 'cat', 'critical_path', 'ph', 'f', 'bp', 'e',
+    SELECT 4, h.path_rank, h.flow_number * 2 + 1,
+           json_object('name', h.flow_cat, 'cat', h.flow_cat, 'ph', 'f', 'bp', 'e',
                        'id', f.base + h.flow_number, 'ts', h.target.ts,
-                       'pid', h.target.pid, 'tid', h.target.tid)
-    FROM hops AS h
+                       'pid', h.target.pid, 'tid', h.target.tid)::VARCHAR
+    FROM drawn_hops AS h
     CROSS JOIN (SELECT CASE WHEN $remap THEN (last_rank + 1) * stride ELSE largest END + 1 AS base FROM flow_ids) AS f
 )
-SELECT event::VARCHAR AS event
+SELECT event
 FROM (
-    SELECT * FROM rebuilt
+    SELECT * FROM input_events
     UNION ALL SELECT * FROM path_metadata
     UNION ALL SELECT * FROM path_slices
     UNION ALL SELECT * FROM flows
