@@ -116,6 +116,8 @@ def _execute(con, name: str, values: dict) -> None:
 
 def _replay(con, params: dict, scenario: Scenario) -> _Replay:
     _prepare(con, params, scenario)
+    if hasattr(scenario, "apply"):  # whatif --cluster: collectives take their simulated time
+        scenario.apply(con)
     nodes = con.execute("SELECT * FROM wi_replay_nodes ORDER BY window_index, seq").fetchnumpy()
     edges = con.execute("SELECT * FROM wi_replay_edges ORDER BY dst_seq").fetchnumpy()
     windows = con.execute("SELECT * FROM wi_replay_windows ORDER BY window_index").fetchnumpy()
@@ -126,6 +128,8 @@ def _replay(con, params: dict, scenario: Scenario) -> _Replay:
     chain = _WindowChain(con.execute("SELECT * FROM wi_window_origins ORDER BY window_index").fetchnumpy())
     carry = _StreamCarry.build(graph, nodes, chain)
     coupling = _Coupling.load(con, graph, chain)
+    if coupling is not None and hasattr(scenario, "serializer"):  # whatif --cluster
+        coupling.serialize = scenario.serializer(con)
     if coupling is not None:
         start = coupling.solve(carry)
     elif carry is not None:
@@ -342,6 +346,7 @@ class _Coupling:
     windows are solved together until every gate sits at its collective's last arrival."""
 
     MAX_ROUNDS = 10_000
+    serialize = None    # whatif --cluster: a process group's transfers run one at a time
 
     def __init__(self, graph: _Graph, chain: "_WindowChain", arrivals: dict, gates: dict):
         self.graph, self.chain = graph, chain
@@ -399,6 +404,8 @@ class _Coupling:
             arrival = new_origin[self.a_window] + np.where(self.a_has_anchor, base, 0.0) + self.a_offset
             completion = np.full(self.groups, -np.inf)
             np.maximum.at(completion, self.a_group, arrival)
+            if self.serialize is not None:
+                completion = self.serialize(completion)
             new_floor = self.floors(completion, new_origin)
             settled = (np.allclose(new_floor, floor, rtol=0, atol=1e-6)
                        and np.allclose(new_origin, origin, rtol=0, atol=1e-6))

@@ -1,0 +1,468 @@
+"""`whatif --cluster FILE.toml`: project a measured job onto a described cluster.
+
+The job's dependency graph is replayed as by `whatif` (warehouse/whatif.py); each collective
+of the replay (from collective_instances: gloo ops and NCCL kernels, with their bytes) becomes
+the rounds of flows of its algorithm between the places of its ranks, simulated in SimGrid
+(warehouse/cluster_sim.py: flow-level, max-min sharing of the links), and completes when its
+flows end; compute scales by the device's speed. docs/whatif.md ("Projecting onto a
+cluster") has the model and its validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from . import sqlfiles
+from .errors import CtdaError
+from .whatif_changes import Scale, Scenario
+
+TOPOLOGIES = ("shared-link", "single-switch", "leaf-spine")
+ALLREDUCE = ("ring", "tree", "coherent", "hierarchical")
+# compute is every event but communication; the last matching --scale rule wins, so these
+# keep collectives (and the waits inside them) at their own time under a device speed
+COMMUNICATION_GLOBS = ("nccl*", "NCCL*", "gloo:*", "c10d::*", "record_param_comms", "*all_reduce*",
+                       "*allreduce*", "*broadcast*", "*all_gather*", "*allgather*", "*reduce_scatter*",
+                       "*barrier*", "*alltoall*", "*all_to_all*")
+# a device's link when a host has one device and [intra_host] is not given: never the limit
+UNLIMITED_GBPS = 1e6
+LINK_COLUMNS = ["run", "rank", "step", "link", "collectives", "busy_us", "share_of_step"]
+
+
+# ---- the cluster file --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    hosts: int
+    devices_per_host: int
+    topology: str
+    inter_bandwidth_gbps: float
+    inter_latency_us: float = 0.0
+    intra_bandwidth_gbps: float = UNLIMITED_GBPS
+    intra_latency_us: float = 0.0
+    device_speed: float = 1.0
+    groups: tuple[tuple[int, int, float], ...] = ()     # (first_host, last_host, device_speed)
+    hosts_per_leaf: int | None = None
+    uplink_gbps: float | None = None
+
+    @property
+    def devices(self) -> int:
+        return self.hosts * self.devices_per_host
+
+    def speed_of(self, device: int) -> float:
+        host = device // self.devices_per_host
+        speed = self.device_speed
+        for first, last, group_speed in self.groups:
+            if first <= host <= last:
+                speed = group_speed
+        return speed
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# section -> key -> (type, required); a key given twice by a sweep is an override
+KEYS = {
+    "cluster": {"hosts": (int, True), "devices_per_host": (int, True), "device_speed": (float, False),
+                "groups": (list, False)},
+    "intra_host": {"bandwidth_gbps": (float, False), "latency_us": (float, False)},
+    "inter_host": {"topology": (str, True), "bandwidth_gbps": (float, True), "latency_us": (float, False),
+                   "hosts_per_leaf": (int, False), "uplink_gbps": (float, False)},
+}
+GROUP_KEYS = {"first_host": int, "last_host": int, "device_speed": float}
+
+
+def load_cluster(path: str | os.PathLike, overrides: dict[str, object] | None = None) -> ClusterSpec:
+    """Read and check a cluster file (../shared/spec/DESIGN.md); every problem is reported,
+    one line per bad key. `overrides`: {"inter_host.bandwidth_gbps": 100, ...} (a sweep)."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise CtdaError(f"cluster file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CtdaError(f"cluster file {path} cannot be read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CtdaError(f"cluster file {path} is not valid TOML: {exc}") from None
+    for key, value in (overrides or {}).items():
+        section, _, name = key.partition(".")
+        if not isinstance(data.get(section, {}), dict):
+            raise CtdaError(f"cluster file {path}: [{section}] must be a table")
+        data.setdefault(section, {})[name] = value
+    return check_cluster(data, str(path))
+
+
+def check_cluster(data: dict, where: str = "cluster file") -> ClusterSpec:
+    problems: list[str] = []
+    values: dict[str, dict] = {}
+    for section in data:
+        if section not in KEYS:
+            problems.append(f"[{section}]: unknown section (known: {', '.join(KEYS)})")
+    for section, keys in KEYS.items():
+        table = data.get(section, {})
+        if not isinstance(table, dict):
+            problems.append(f"[{section}]: must be a table")
+            continue
+        values[section] = {}
+        for key in table:
+            if key not in keys:
+                problems.append(f"[{section}] {key}: unknown key (known: {', '.join(keys)})")
+        for key, (kind, required) in keys.items():
+            if key not in table:
+                if required:
+                    problems.append(f"[{section}] {key}: missing")
+                continue
+            value, error = _checked(table[key], kind, f"{section}.{key}")
+            if error:
+                problems.append(f"[{section}] {key}: {error}")
+            else:
+                values[section][key] = value
+    cluster, intra, inter = values.get("cluster", {}), values.get("intra_host", {}), values.get("inter_host", {})
+    groups = []
+    for i, group in enumerate(cluster.get("groups", [])):
+        if not isinstance(group, dict):
+            problems.append(f"[[cluster.groups]] #{i + 1}: must be a table")
+            continue
+        row = {}
+        for key in group:
+            if key not in GROUP_KEYS:
+                problems.append(f"[[cluster.groups]] #{i + 1} {key}: unknown key (known: {', '.join(GROUP_KEYS)})")
+        for key, kind in GROUP_KEYS.items():
+            if key not in group:
+                problems.append(f"[[cluster.groups]] #{i + 1} {key}: missing")
+                continue
+            value, error = _checked(group[key], kind, f"cluster.groups.{key}")
+            if error:
+                problems.append(f"[[cluster.groups]] #{i + 1} {key}: {error}")
+            else:
+                row[key] = value
+        if len(row) == 3:
+            if row["last_host"] < row["first_host"] or ("hosts" in cluster and row["last_host"] >= cluster["hosts"]):
+                problems.append(f"[[cluster.groups]] #{i + 1}: hosts {row['first_host']}-{row['last_host']} "
+                                f"are not within 0-{cluster.get('hosts', 1) - 1}")
+            groups.append((row["first_host"], row["last_host"], row["device_speed"]))
+    topology = inter.get("topology")
+    if topology == "leaf-spine":
+        for key in ("hosts_per_leaf", "uplink_gbps"):
+            if key not in inter and key not in data.get("inter_host", {}):
+                problems.append(f"[inter_host] {key}: missing (leaf-spine needs it)")
+    if cluster.get("devices_per_host", 1) > 1 and "bandwidth_gbps" not in data.get("intra_host", {}):
+        problems.append("[intra_host] bandwidth_gbps: missing (devices_per_host > 1)")
+    if problems:
+        raise CtdaError(f"{where}: {len(problems)} bad key{'s' if len(problems) > 1 else ''}:\n  "
+                        + "\n  ".join(problems))
+    return ClusterSpec(
+        hosts=cluster["hosts"], devices_per_host=cluster["devices_per_host"], topology=topology,
+        inter_bandwidth_gbps=inter["bandwidth_gbps"], inter_latency_us=inter.get("latency_us", 0.0),
+        intra_bandwidth_gbps=intra.get("bandwidth_gbps", UNLIMITED_GBPS),
+        intra_latency_us=intra.get("latency_us", 0.0), device_speed=cluster.get("device_speed", 1.0),
+        groups=tuple(groups), hosts_per_leaf=inter.get("hosts_per_leaf"), uplink_gbps=inter.get("uplink_gbps"))
+
+
+def _checked(value, kind, key: str):
+    """(value, None) or (None, why it is bad)."""
+    if kind is str:
+        if key == "inter_host.topology" and value not in TOPOLOGIES:
+            return None, f"{value!r} is not one of {', '.join(TOPOLOGIES)}"
+        return (value, None) if isinstance(value, str) else (None, "must be a string")
+    if kind is list:
+        return (value, None) if isinstance(value, list) else (None, "must be a list of tables")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None, f"{value!r} is not a number"
+    if kind is int:
+        if value != int(value) or value < 1:
+            return None, f"{value!r} must be a whole number, 1 or more"
+        return int(value), None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not key.endswith("latency_us")):
+        return None, f"{value!r} must be more than 0" if not key.endswith("latency_us") else f"{value!r} must be 0 or more"
+    return float(value), None
+
+
+# ---- collectives as rounds of flows --------------------------------------------------------
+
+def collective_kind(name: str) -> str:
+    """allreduce, allgather, reducescatter, alltoall, broadcast, ... from either spelling (as
+    sql/whatif/20_collectives.sql's wi_collective)."""
+    text = name.lower()
+    for prefix in ("nccl:", "gloo:", "c10d::"):
+        text = text.removeprefix(prefix)
+    text = "".join(ch for ch in text if "a" <= ch <= "z")
+    return text.removesuffix("base").removesuffix("coalesced").removesuffix("into").removesuffix("tensor")
+
+
+def collective_rounds(kind: str, size: float, places: list[int], algorithm: str,
+                      devices_per_host: int) -> list[tuple[tuple, int]]:
+    """The rounds of flows of one collective of `size` bytes between devices `places` (the
+    group's ranks' devices, in rank order): [((flow, ...), repeats)], a flow (src, dst, bytes).
+    Every round's flows start together; the next round starts when they all ended (the
+    algorithms' rounds are identical by structure, so each distinct round is simulated once)."""
+    n = len(places)
+    if n <= 1:
+        return []
+
+    def ring(chunk: float) -> tuple:
+        return tuple((places[i], places[(i + 1) % n], chunk) for i in range(n))
+
+    if kind == "allreduce":
+        if algorithm == "coherent":      # HCSim: shared memory spares the all-gather half
+            return [(ring(size / n), n - 1)]
+        if algorithm == "tree":          # recursive halving / doubling: 2 log2 n rounds
+            rounds, distance, chunk = [], 1, size / 2
+            while distance < n:
+                flows = tuple((places[i], places[i ^ distance], chunk) for i in range(n) if i ^ distance < n)
+                rounds.append((flows, 2))
+                distance, chunk = distance * 2, chunk / 2
+            return rounds
+        if algorithm == "hierarchical":
+            return _hierarchical(size, places, devices_per_host)
+        return [(ring(size / n), 2 * (n - 1))]
+    if kind in ("allgather", "reducescatter"):
+        return [(ring(size / n), n - 1)]
+    if kind == "alltoall":               # pairwise exchange: round k sends to rank + k
+        steps = range(1, n) if n <= 17 else sorted({round(1 + i * (n - 2) / 15) for i in range(16)})
+        weight = (n - 1) / len(steps)
+        return [(tuple((places[i], places[(i + k) % n], size / n) for i in range(n)), weight) for k in steps]
+    # broadcast, reduce, barrier and the rest: a pipelined chain, n - 1 rounds of size / (n - 1)
+    return [(tuple((places[i], places[i + 1], size / (n - 1)) for i in range(n - 1)), n - 1)]
+
+
+def _hierarchical(size: float, places: list[int], devices_per_host: int) -> list[tuple[tuple, int]]:
+    """Ring reduce-scatter inside each host, ring all-reduces between hosts (one per device
+    index, in parallel, each over its share), ring all-gather inside each host."""
+    hosts: dict[int, list[int]] = {}
+    for place in places:
+        hosts.setdefault(place // devices_per_host, []).append(place)
+    local = min(len(members) for members in hosts.values())
+    rounds = []
+    if local > 1:
+        intra = tuple((m[i], m[(i + 1) % local], size / local) for m in hosts.values() for i in range(local))
+        rounds.append((intra, 2 * (local - 1)))
+    count = len(hosts)
+    if count > 1:
+        columns = [[members[j] for members in hosts.values()] for j in range(local)]
+        inter = tuple((col[i], col[(i + 1) % count], size / local / count) for col in columns for i in range(count))
+        rounds.append((inter, 2 * (count - 1)))
+    return rounds
+
+
+# ---- simulation ----------------------------------------------------------------------------
+
+def simgrid_available() -> bool:
+    """SimGrid importable by the simulation's child process (found without importing it
+    here: the module prints its configuration on import)."""
+    from importlib.util import find_spec
+
+    from .cluster_sim import DEBIAN_DIST_PACKAGES
+    return find_spec("simgrid") is not None or any(
+        Path(DEBIAN_DIST_PACKAGES).glob(f"simgrid.cpython-{sys.version_info.major}{sys.version_info.minor}*.so"))
+
+
+def simulate_rounds(spec: ClusterSpec, rounds: list[tuple]) -> list[dict]:
+    """Each distinct round's time (µs) and busiest link, simulated in a child process."""
+    from .cluster_sim import MISSING
+
+    if not simgrid_available():
+        raise CtdaError(MISSING)
+    if not rounds:
+        return []
+    devices = 1 + max(max(s, d) for flows in rounds for s, d, _ in flows)
+    request = {"cluster": spec.as_dict(), "devices": devices, "rounds": [list(flows) for flows in rounds]}
+    done = subprocess.run([sys.executable, "-m", "warehouse.cluster_sim"], input=json.dumps(request),
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise CtdaError(f"the cluster simulation failed: {last}")
+    answer = json.loads(done.stdout)
+    if "error" in answer:
+        raise CtdaError(answer["error"])
+    return answer["rounds"]
+
+
+@dataclass
+class CollectiveTime:
+    us: float
+    link: str          # the link busy longest during the collective
+    busy_us: float
+
+
+def collective_times(spec: ClusterSpec, collectives: list[tuple[str, float, tuple[int, ...]]],
+                     algorithm: str) -> dict[tuple, CollectiveTime]:
+    """(kind, bytes, group places) -> simulated time; every distinct round simulated once."""
+    plans = {key: collective_rounds(key[0], key[1], list(key[2]), algorithm, spec.devices_per_host)
+             for key in set(collectives)}
+    distinct = list({flows for plan in plans.values() for flows, _ in plan})
+    index = {flows: i for i, flows in enumerate(distinct)}
+    simulated = simulate_rounds(spec, distinct)
+    times = {}
+    for key, plan in plans.items():
+        busy: dict[str, float] = {}
+        total = 0.0
+        for flows, repeats in plan:
+            result = simulated[index[flows]]
+            total += result["us"] * repeats
+            if result["link"]:
+                busy[result["link"]] = busy.get(result["link"], 0.0) + result["busy_us"] * repeats
+        link = max(busy, key=busy.get) if busy else ""
+        times[key] = CollectiveTime(total, link, busy.get(link, 0.0))
+    return times
+
+
+def place(spec: ClusterSpec, ranks: list[int]) -> tuple[int, ...]:
+    """Host-major placement: rank r is device r (on host r // devices_per_host)."""
+    if max(ranks) >= spec.devices:
+        raise CtdaError(f"the cluster has {spec.devices} devices ({spec.hosts} hosts x {spec.devices_per_host}); "
+                        f"rank {max(ranks)} has no place")
+    return tuple(ranks)
+
+
+# ---- the replay ----------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class ClusterScenario(Scenario):
+    """A scenario whose collectives take the simulated time on the cluster (applied by
+    warehouse/whatif.py's replay after the scenario's stages, through `apply`)."""
+    cluster: ClusterSpec | None = None
+    algorithm: str = "ring"
+    projected_world: int | None = None
+    transfers: pa.Table | None = field(default=None, repr=False)   # run_id, pg, seq, transfer_us
+
+    def as_json(self) -> str:
+        changes = json.loads(super().as_json())
+        changes["cluster"] = {**self.cluster.as_dict(), "allreduce": self.algorithm,
+                              "world_size": self.projected_world}
+        return json.dumps(changes)
+
+    def validate(self) -> None:
+        super().validate()
+
+    def serializer(self, con):
+        """The coupled replay's hook: a process group runs one transfer at a time (a NCCL
+        communicator's stream; gloo's concurrent collectives share the link, so the last
+        ends as late), so collective k's transfer starts at the later of its last arrival and
+        the end of k - 1's: start_k = max(arrival_k, start_(k-1) + T_(k-1)). Per chain it is a
+        running maximum: start = S + max-accumulate(arrival - S), S the transfers before k."""
+        return _Serializer.load(con, self.transfers)
+
+    def apply(self, con) -> None:
+        """Each coupled collective's transfer becomes its simulated time (sql/whatif/cluster_apply.sql)."""
+        con.register("wi_cluster_transfers", self.transfers)
+        try:
+            sqlfiles.execute(con, "whatif/cluster_apply.sql")
+        finally:
+            con.unregister("wi_cluster_transfers")
+
+
+class _Serializer:
+    def __init__(self, chain: np.ndarray, transfer: np.ndarray):
+        self.transfer = transfer
+        self.before = np.zeros_like(transfer)      # S: the chain's transfers before each group
+        self.segments = np.split(np.arange(len(chain)), np.flatnonzero(np.diff(chain)) + 1)
+        for rows in self.segments:
+            if len(rows):
+                self.before[rows] = np.concatenate(([0.0], np.cumsum(transfer[rows])[:-1]))
+
+    @classmethod
+    def load(cls, con, transfers: pa.Table) -> "_Serializer":
+        con.register("wi_cluster_transfers", transfers)
+        try:
+            rows = con.execute(
+                "SELECT dense_rank() OVER (ORDER BY g.run_id, g.pg) AS chain, "
+                "coalesce(t.transfer_us, 0.0) AS transfer_us FROM wi_coupled_groups AS g "
+                "LEFT JOIN wi_cluster_transfers AS t USING (run_id, pg, seq) ORDER BY g.group_index").fetchnumpy()
+        finally:
+            con.unregister("wi_cluster_transfers")
+        return cls(np.asarray(rows["chain"]), np.asarray(rows["transfer_us"], dtype=float))
+
+    def __call__(self, arrival: np.ndarray) -> np.ndarray:
+        start = arrival.copy()
+        for rows in self.segments:
+            if len(rows):
+                s = self.before[rows]
+                start[rows] = s + np.maximum.accumulate(arrival[rows] - s)
+        return start
+
+
+def compute_scales(spec: ClusterSpec, measured_ranks: list[int], world: int) -> tuple[Scale, ...]:
+    """--scale rules that run every measured rank's compute at its device's speed. In a
+    projection to more ranks than were measured, rank r stands for ranks r, r + m, r + 2m, ...
+    (m measured ranks); it runs at the slowest of their speeds, since a collective waits for
+    its last rank."""
+    count = len(measured_ranks)
+    by_speed: dict[float, list[int]] = {}
+    for i, rank in enumerate(measured_ranks):
+        copies = range(i, max(world, count), count)
+        by_speed.setdefault(min(spec.speed_of(r) for r in copies), []).append(rank)
+    rules: list[Scale] = []
+    for speed, ranks in sorted(by_speed.items()):
+        if speed != 1.0:
+            subset = None if len(ranks) == count else tuple(ranks)
+            rules.append(Scale("*", 1.0 / speed, None, subset))
+            rules += [Scale(glob, 1.0, None, subset) for glob in COMMUNICATION_GLOBS]
+    return tuple(rules)
+
+
+def whatif_cluster(con, spec: ClusterSpec, run: str | None = None, rank: int | None = None,
+                   step: int | None = None, world_size: int | None = None, allreduce: str | None = None,
+                   scales: tuple[Scale, ...] = (), name: str | None = None, top: int = 10,
+                   coupled: bool = True):
+    """Replay the selected steps with every collective taking its simulated time on `spec`,
+    and compute at the devices' speeds; stores whatif_steps / whatif_path rows and the links
+    that limited the collectives (whatif_cluster_links). Returns (WhatIfResult, link rows)."""
+    from .analyze import _run_id
+    from .whatif import whatif
+
+    algorithm = allreduce or "ring"
+    if algorithm not in ALLREDUCE:
+        raise CtdaError(f"--allreduce must be one of {', '.join(ALLREDUCE)}")
+    if world_size is not None and world_size < 1:
+        raise CtdaError("--world-size must be 1 or more")
+    run_id = _run_id(con, run)
+    instances = con.execute(
+        "SELECT run_id, pg, seq, any_value(name), max(bytes), max(len(group_ranks)), any_value(group_ranks) "
+        "FROM collective_instances WHERE ($run_id IS NULL OR run_id = $run_id) AND bytes IS NOT NULL "
+        "GROUP BY run_id, pg, seq", {"run_id": run_id}).fetchall()
+    measured_ranks = [r for (r,) in con.execute(
+        "SELECT DISTINCT rank FROM analysis_windows WHERE $run_id IS NULL OR run_id = $run_id ORDER BY rank",
+        {"run_id": run_id}).fetchall()]
+    if not measured_ranks:
+        raise CtdaError("no analysed steps match; run `ctda-sql analyze` first (method ctda)")
+    if not instances:
+        raise CtdaError("no collectives with their sizes in collective_instances: run `ctda-sql analyze` "
+                        "(method cross_rank, part of the default) on a run with collectives")
+    world = world_size or max(max(r[5] or 1 for r in instances), len(measured_ranks))
+    place(spec, list(range(world)))
+    keys = {}
+    for run_id_, pg, seq, cname, size, group_size, group_ranks in instances:
+        members = list(range(world)) if world_size else sorted(group_ranks or range(group_size or 1))
+        keys[(run_id_, pg, seq)] = (collective_kind(cname), float(size), place(spec, members))
+    times = collective_times(spec, list(keys.values()), algorithm)
+    transfers = pa.table({
+        "run_id": pa.array([k[0] for k in keys], pa.int32()), "pg": [str(k[1]) for k in keys],
+        "seq": pa.array([k[2] for k in keys], pa.int64()),
+        "transfer_us": [times[v].us for v in keys.values()], "link": [times[v].link for v in keys.values()],
+        "busy_us": [times[v].busy_us for v in keys.values()]})
+    scenario = ClusterScenario(scales=tuple(scales) + compute_scales(spec, measured_ranks, world),
+                               cluster=spec, algorithm=algorithm, projected_world=world, transfers=transfers)
+    scenario_name = name or scenario.as_json()
+    result = whatif(con, run=run, rank=rank, step=step, scenario=scenario, name=scenario_name, top=top,
+                    coupled=coupled)
+    links = _persist_links(con, scenario_name, transfers)
+    return result, links
+
+
+def _persist_links(con, scenario: str, transfers: pa.Table) -> list[tuple]:
+    con.register("wi_cluster_transfers", transfers)
+    try:
+        for statement, names in sqlfiles.parameterized_statements(sqlfiles.load("whatif/cluster_links.sql")):
+            con.execute(statement, {"scenario": scenario}) if names else con.execute(statement)
+        return con.execute("SELECT * EXCLUDE (run_id) FROM wi_cluster_link_rows ORDER BY ALL").fetchall()
+    finally:
+        con.unregister("wi_cluster_transfers")
