@@ -150,9 +150,13 @@ def _writable(state: ShellState) -> None:
 
 # ---- commands ----------------------------------------------------------------------------
 
-@dot_command(".help", "[COMMAND]", "list the dot commands, or show one", complete=COMMANDS)
+@dot_command(".help", "[COMMAND | report NAME]", "list the dot commands, or show one, or a report's parameters",
+             complete=COMMANDS)
 def show_help(state, words):
-    _expect(words, 1, ".help [COMMAND]")
+    if words[:1] == ["report"] or words[:1] == [".report"]:
+        _expect(words, 2, ".help report NAME", least=2)
+        return _report_help(words[1])
+    _expect(words, 1, ".help [COMMAND | report NAME]")
     rows = help_rows()
     if words:
         wanted = words[0] if words[0].startswith(".") else "." + words[0]
@@ -192,13 +196,19 @@ def reports(state, words):
     from warehouse.reports import all_reports
 
     _expect(words, 0, ".reports")
-    rows = [(r.name, r.description, _param_summary(r), r.source) for r in all_reports().values()]
+    rows = [(r.name, r.description, r.params_text(), r.source) for r in all_reports().values()]
     return Result(["name", "description", "params", "source"], rows)
 
 
-def _param_summary(report) -> str:
-    return ", ".join(f"{p.name} {p.type} = {p.default!r}" if p.default is not None else f"{p.name} {p.type}"
-                     for p in report.params)
+def _report_help(name: str) -> list[Result]:
+    """What a report answers, then each parameter: type, default and help from its header."""
+    from warehouse.reports import find_report
+
+    found = find_report(name)
+    rows = [(p.name, p.type, "NULL" if p.default is None else str(p.default), p.help) for p in found.params]
+    usage = f".report {found.name}" + "".join(f" [{p.name}=...]" for p in found.params)
+    return [Result(message=f"{found.name}: {found.description}\n{usage}  ({found.source})"),
+            Result(["parameter", "type", "default", "help"], rows)]
 
 
 @dot_command(".report", "NAME [KEY=VALUE]...", "run a saved report with bound parameters", complete=REPORTS)

@@ -51,7 +51,8 @@ class WarehouseCompleter(Completer):
         if command.complete == commands.PATHS:
             yield from self._path(current, event)
         else:
-            yield from _matching(current, self._argument_choices(command, words), "argument")
+            yield from _matching(current, self._argument_choices(command, words), "argument",
+                                 kinds=self._argument_kinds(command, words))
 
     def _argument_choices(self, command: commands.DotCommand, before: list[str]) -> list[str]:
         spec = command.complete
@@ -59,13 +60,28 @@ class WarehouseCompleter(Completer):
             return list(spec) if not before else []
         if spec == commands.TABLES:
             return self.catalog.tables if not before else []
-        if spec == commands.COMMANDS:
-            return sorted(commands.REGISTRY) if not before else []
+        if spec == commands.COMMANDS:  # .help COMMAND, or .help report NAME
+            if before in (["report"], [".report"]):
+                return list(self.catalog.reports())
+            return sorted(commands.REGISTRY) + ["report"] if not before else []
         if spec == commands.REPORTS:
             return self._report_words(before)
         if spec == commands.ANALYZE:
             return self._analyze_words(before)
         return []
+
+    def _argument_kinds(self, command: commands.DotCommand, before: list[str]) -> dict[str, str]:
+        """What the menu shows beside a report name (its description) or a parameter (its
+        type, default and help)."""
+        if command.complete not in (commands.REPORTS, commands.COMMANDS):
+            return {}
+        reports = self.catalog.reports()
+        if command.complete == commands.COMMANDS and before not in (["report"], [".report"]):
+            return {}
+        if command.complete == commands.COMMANDS or not before:
+            return {name: report.description for name, report in reports.items()}
+        report = reports.get(before[0])
+        return {f"{p.name}=": p.describe().removeprefix(p.name + " ") for p in report.params} if report else {}
 
     def _report_words(self, before: list[str]) -> list[str]:
         reports = self.catalog.reports()

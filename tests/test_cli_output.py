@@ -48,15 +48,74 @@ def test_tables_show_the_first_rows_and_count_them_all(warehouse, run_cli):
     assert "(1,000 rows, 5 shown)" in out and "│ 4 │" in out and "│ 5 │" not in out
 
 
-def test_tables_fit_the_width_cutting_cells_and_eliding_middle_columns(warehouse, run_cli):
+def test_tables_fit_the_width_cutting_text_and_dropping_middle_columns(warehouse, run_cli):
     wide_cells = "SELECT repeat('x', 300) AS a, repeat('y', 300) AS b"
     out = run_cli("query", wide_cells, "-f", "table", "--max-width", "60").out
-    assert all(len(line) <= 60 for line in out.splitlines()) and "x…" in out and "y…" in out
+    assert all(len(line) <= 60 for line in out.splitlines()) and "x…x" in out and "y…y" in out
     many = "SELECT " + ", ".join(f"{i} AS column_{i}" for i in range(40))
     out = run_cli("query", many, "-f", "table", "--max-width", "80").out
     assert all(len(line) <= 80 for line in out.splitlines())
-    assert "column_0" in out and "column_39" in out and "column_20" not in out and "│ … │" in out
-    assert "of 40 columns shown" in out
+    assert "│ column_0 │" in out and "column_20 │" not in out and "│ … │" in out
+    assert "(1 row; 34 columns hidden: column_6, column_7," in out  # how many, and which
+
+
+def test_tables_never_cut_a_number_or_its_unit(warehouse, run_cli):
+    # 8 columns at 80: the old fit cut every one to 6 characters ('52.05…', 'share…')
+    sql = ("SELECT 'autograd::engine::evaluate_function: torch::autograd::AccumulateGrad' AS name, "
+           "'cpu_op' AS category, 52051.5 AS path_us, 0.0902361 AS share_of_path, 0.0780161 AS share_of_total, "
+           "52051.5 AS inclusive_us, 1590 AS occurrences, 3 AS windows")
+    out = run_cli("query", sql, "-f", "table", "--max-width", "80").out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    name = lines[3].split("│")[1].strip()  # the middle of a long name goes; the slack is the name's
+    assert name == "autograd::engine…d::AccumulateGrad"
+    assert len(lines[0]) == 80
+    assert "52.05 ms" in out and "share_of_path" in out and "0.0902361" in out
+    assert "columns hidden: share_of_total, inclusive_us" in lines[-1]
+
+
+def test_numbers_are_never_cut_even_when_their_headers_repeat_a_prefix(warehouse, run_cli):
+    # the demo's cpcr table showed two columns both headed 'per_threa…'
+    sql = ("SELECT 0 AS rank, 4 AS step, 222503.3 AS step_us, 192031.7 AS ctda_path_us, 0.863 AS ctda_cpcr, "
+           "12170.1 AS per_thread_path_us, 0.055 AS per_thread_cpcr")
+    out = run_cli("query", sql, "-f", "table", "--max-width", "80").out
+    header = out.splitlines()[1]
+    cells = [cell.strip() for cell in header.split("│")[1:-1]]
+    assert "per_thread_path_us" in cells and len(header) <= 80
+    assert all(cell == "…" or not cell.endswith("…") for cell in cells)
+
+
+def test_descriptions_wrap_rather_than_being_cut(warehouse, run_cli):
+    out = run_cli("report", "--list", "-f", "table", "--max-width", "80").out
+    assert all(len(line) <= 80 for line in out.splitlines())
+    words = " ".join(line.split("│")[2].strip() for line in out.splitlines() if line.count("│") == 4)
+    assert "per rank, the clock offset estimated from matched collectives" in words
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "tsv", "json", "markdown", "line"])
+def test_every_format_prints_every_digit(warehouse, run_cli, fmt):
+    # markdown and line printed 1.00738e+06 for 1007380.5
+    out = run_cli("query", "SELECT 1007380.5::DOUBLE AS x, 123456789.25::DOUBLE AS y, 1e20::DOUBLE AS z",
+                  "-f", fmt).out
+    assert "1007380.5" in out
+    if fmt != "json":  # 1e+20 is JSON's exact spelling of that number
+        assert "100000000000000000000" in out and "e+" not in out
+    # tables round the fraction for reading (as the µs columns do), never a digit before the point
+    assert ("123456789.2" if fmt == "table" else "123456789.25") in out
+
+
+def test_report_errors_read_like_the_projects_own(warehouse, run_cli):
+    result = run_cli("report", "run_diff")
+    assert result.code == 1 and result.err.strip() == "error: run_diff needs run_a and run_b"
+
+
+def test_report_list_shows_each_parameters_type_default_and_help(warehouse, run_cli):
+    import csv
+    import io
+
+    rows = {r["name"]: r for r in csv.DictReader(io.StringIO(run_cli("report", "--list", "-f", "csv").out))}
+    assert "top INTEGER = 20: rows to keep" in rows["hotspots"]["params"].splitlines()
+    assert "method VARCHAR = ctda: ctda or per_thread" in rows["hotspots"]["params"].splitlines()
 
 
 def test_tables_follow_the_columns_variable_by_default(warehouse, run_cli, monkeypatch):

@@ -172,7 +172,7 @@ class Warehouse:
         return self.con.from_arrow(pa.table({
             "name": [r.name for r in found],
             "description": [r.description for r in found],
-            "params": [", ".join(f"{p.name} {p.type}" for p in r.params) for r in found],
+            "params": [r.params_text() for r in found],  # one line each: type, default, help
         }))
 
     def sql(self, text: str, params: dict | list | None = None) -> duckdb.DuckDBPyRelation | None:

@@ -23,10 +23,14 @@ FORMATS = ("table", "csv", "tsv", "json", "markdown", "line")
 DEFAULT_TABLE_ROWS = 40
 # rows fetched from DuckDB per batch by the streaming formats
 BATCH_ROWS = 2048
-# a column is never squeezed narrower than this to make a table fit (unless its text is)
-MIN_COLUMN_WIDTH = 6
-# when middle columns must go, the ones kept are cut to this width
-KEPT_COLUMN_WIDTH = 20
+# text columns are never squeezed narrower than this to make a table fit (unless their text is),
+# the first text column (which names the row) never narrower than FIRST_TEXT_WIDTH
+MIN_TEXT_WIDTH = 12
+FIRST_TEXT_WIDTH = 28
+# columns whose prose wraps onto more lines rather than being cut
+# significant digits of a float in a table (every digit before the point is always kept)
+TABLE_DIGITS = 6
+WRAPPED_COLUMNS = {"description", "comment", "help", "params", "parameters", "note", "rule"}
 ELLIPSIS = "…"
 
 
@@ -107,7 +111,8 @@ def _csv_writer(delimiter: str):
     def start(columns, out):
         writer = csv.writer(out, lineterminator="\n", delimiter=delimiter)
         writer.writerow(columns)
-        return lambda batch, _: writer.writerows(["" if v is None else v for v in row] for row in batch)
+        return lambda batch, _: writer.writerows(["" if v is None else exact_float(v) if isinstance(v, float) else v
+                                                  for v in row] for row in batch)
     return start
 
 
@@ -206,11 +211,37 @@ def _json_text(value, is_json_column: bool = False) -> str:
 # ---- table -----------------------------------------------------------------------------------
 
 def _cell(value) -> str:
+    """A value as text with every digit, in every format: never 1.00738e+06 for 1007380.5."""
     if value is None:
         return "NULL"
     if isinstance(value, float):
-        return f"{value:.6g}" if abs(value) < 1e15 else f"{value:.0f}"
+        return exact_float(value)
     return str(value)
+
+
+def exact_float(value: float) -> str:
+    """The shortest text that reads back as `value`, in positional notation (no exponent)."""
+    if not math.isfinite(value):
+        return str(value)
+    text = repr(value)
+    if "e" not in text:
+        return text
+    return format(Decimal(text), "f")
+
+
+def _table_cell(value) -> str:
+    """A value as a table shows it. Floats, like the µs columns, are rounded for reading, to
+    6 significant digits, but never lose a digit before the point nor turn into an exponent
+    (1007380.5, 52051.2, 0.0901235); every other format prints every digit."""
+    if not isinstance(value, float) or not math.isfinite(value) or value == 0:
+        return _cell(value)
+    magnitude = abs(value)
+    if magnitude >= 1:
+        decimals = max(TABLE_DIGITS - len(str(int(magnitude))), 1)
+    else:  # the zeros after the point do not count as digits
+        decimals = TABLE_DIGITS - 1 - math.floor(math.log10(magnitude))
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".")
 
 
 def readable_us(value) -> str:
@@ -233,107 +264,169 @@ def _text_width(text: str) -> int:
     return width if width >= 0 else len(text)
 
 
-def _clip(text: str, width: int) -> str:
-    """`text` cut to `width` display cells, ending with … when cut."""
-    text = text.replace("\n", "\\n")
-    if _text_width(text) <= width:
-        return text
+def _take(chars, width: int) -> str:
+    """The leading characters of `chars` that fill at most `width` display cells."""
     kept, used = [], 0
-    for char in text:
+    for char in chars:
         size = max(_text_width(char), 0)
-        if used + size > width - 1:
+        if used + size > width:
             break
         kept.append(char)
         used += size
-    return "".join(kept) + ELLIPSIS
+    return "".join(kept)
+
+
+def _clip(text: str, width: int) -> str:
+    """`text` cut to `width` display cells in the middle, where long names repeat themselves:
+    'autograd::engine::evaluate_function: torch::autograd::AccumulateGrad' -> 'autograd::…AccumulateGrad'."""
+    text = text.replace("\n", "\\n")
+    if _text_width(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    head = _take(text, (width - 1) // 2)
+    tail = _take(reversed(text), width - 1 - _text_width(head))[::-1]
+    return head + ELLIPSIS + tail
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """`text` as lines of at most `width` cells, broken at spaces (descriptions, parameters)."""
+    import textwrap
+
+    lines = []
+    for paragraph in text.split("\n"):
+        lines += textwrap.wrap(paragraph, width, break_on_hyphens=False, break_long_words=False) or [""]
+    return [_clip(line, width) for line in lines]
+
+
+def _is_wrapped(column: str) -> bool:
+    return column.lower() in WRAPPED_COLUMNS
 
 
 def table(columns: list[str], rows: list[tuple], width: int | None = None, total: int | None = None) -> str:
-    """A boxed table like DuckDB's duckbox, no wider than `width`: wide cells are cut with …
-    and, when that is not enough, middle columns give way to a … column."""
+    """A boxed table like DuckDB's duckbox, no wider than `width`. As DuckDB's CLI does, it
+    never cuts a number or its unit: whole middle columns give way to a … column (the footer
+    names them), text columns shrink, long names lose their middle, descriptions wrap."""
     total = len(rows) if total is None else total
     us_columns = {i for i, c in enumerate(columns) if c.endswith("_us")}
-    cells = [[readable_us(v) if i in us_columns and v is not None else _cell(v) for i, v in enumerate(row)]
+    cells = [[readable_us(v) if i in us_columns and v is not None else _table_cell(v) for i, v in enumerate(row)]
              for row in rows]
-    natural = [max([_text_width(c)] + [_text_width(r[i].replace("\n", "\\n")) for r in cells])
-               for i, c in enumerate(columns)]
-    shown, widths = _fit(natural, width)
     right = {i for i in range(len(columns)) if _numeric(rows, i)}
+    numbers = right | {i for i in us_columns if _numeric(rows, i) or all(r[i] is None for r in rows)}
+    wrapped = {i for i, c in enumerate(columns) if _is_wrapped(c) and i not in numbers}
 
-    def line(texts_by_column: dict[int, str]) -> str:
-        parts = []
+    def natural_width(index: int, text: str) -> int:
+        lines = text.split("\n") if index in wrapped else [text.replace("\n", "\\n")]
+        return max(_text_width(line) for line in lines)
+
+    natural = [max([_text_width(c)] + [natural_width(i, r[i]) for r in cells]) for i, c in enumerate(columns)]
+    shown, widths = _fit(natural, numbers, width)
+
+    def lines_of(texts_by_column: dict[int, str], header: bool = False) -> list[str]:
+        parts = {}
         for index in shown:
             if index is None:
-                parts.append(ELLIPSIS)
                 continue
-            text = _clip(texts_by_column[index], widths[index])
-            pad = " " * (widths[index] - _text_width(text))
-            parts.append(pad + text if index in right else text + pad)
-        return "│ " + " │ ".join(parts) + " │"
+            text = texts_by_column[index]
+            parts[index] = (_wrap(text, widths[index]) if index in wrapped and not header
+                            else [_clip(text, widths[index])])
+        height = max((len(p) for p in parts.values()), default=1)
+        out = []
+        for number in range(height):
+            pieces = []
+            for index in shown:
+                if index is None:
+                    pieces.append(ELLIPSIS if number == 0 else " ")
+                    continue
+                text = parts[index][number] if number < len(parts[index]) else ""
+                pad = " " * (widths[index] - _text_width(text))
+                pieces.append(pad + text if index in right else text + pad)
+            out.append("│ " + " │ ".join(pieces) + " │")
+        return out
 
     def rule(left: str, middle: str, end: str) -> str:
         return left + middle.join("─" * ((1 if i is None else widths[i]) + 2) for i in shown) + end
 
-    lines = [rule("┌", "┬", "┐"), line(dict(enumerate(columns))), rule("├", "┼", "┤")]
-    lines += [line(dict(enumerate(row))) for row in cells]
+    lines = [rule("┌", "┬", "┐"), *lines_of(dict(enumerate(columns)), header=True), rule("├", "┼", "┤")]
+    for row in cells:
+        lines += lines_of(dict(enumerate(row)))
     lines.append(rule("└", "┴", "┘"))
-    lines.append(_footer(total, len(rows), len(columns), sum(i is not None for i in shown)))
+    hidden = [columns[i] for i in range(len(columns)) if i not in shown]
+    lines.append(_footer(total, len(rows), hidden, width))
     return "\n".join(lines)
 
 
-def _footer(total: int, shown_rows: int, columns: int, shown_columns: int) -> str:
+def _footer(total: int, shown_rows: int, hidden: list[str], width: int | None) -> str:
     text = f"({total:,} row{'s' if total != 1 else ''}"
     if shown_rows < total:
         text += f", {shown_rows:,} shown"
-    if shown_columns < columns:
-        text += f"; {shown_columns} of {columns} columns shown"
-    return text + ")"
+    if not hidden:
+        return text + ")"
+    text += f"; {len(hidden)} column{'s' if len(hidden) != 1 else ''} hidden: "
+    names = ", ".join(hidden)
+    room = (width or 0) - _text_width(text) - 1
+    if width and _text_width(names) > room:
+        names = _take(names, max(room - 1, 0)).rstrip(", ") + ELLIPSIS
+    return text + names + ")"
 
 
-def _fit(natural: list[int], width: int | None) -> tuple[list[int | None], list[int]]:
-    """(columns to show, None standing for the … column; their widths) within `width`."""
+def _fit(natural: list[int], numbers: set[int], width: int | None) -> tuple[list[int | None], list[int]]:
+    """(columns to show, None standing for the … column; their widths) within `width`.
+
+    Numbers keep their width; text columns shrink to a floor (the first, which names the row,
+    to a wider one); when the floors do not fit, middle columns go; what width is left goes
+    to the text columns, the first first."""
     indexes = list(range(len(natural)))
     if not width or _table_width(natural) <= width:
         return indexes, natural
-    cap = _widest_cap(natural, width)
-    if cap is not None:
-        return indexes, [min(w, cap) for w in natural]
-    kept = [min(w, KEPT_COLUMN_WIDTH) for w in natural]
-    return _elide_middle(kept, width), kept
+    texts = [i for i in indexes if i not in numbers]
+    floor = [natural[i] if i in numbers else
+             min(natural[i], FIRST_TEXT_WIDTH if i == texts[0] else MIN_TEXT_WIDTH) for i in indexes]
+    shown = indexes if _table_width(floor) <= width else _drop_middle(floor, width)
+    widths = list(floor)
+    kept = [i for i in shown if i is not None]
+    if len(kept) == 1 and _shown_width(shown, widths) > width:  # one column wider than the screen
+        widths[kept[0]] = max(width - (_shown_width(shown, widths) - widths[kept[0]]), 1)
+    slack = width - _shown_width(shown, widths)
+    texts = [i for i in kept if i not in numbers]
+    if texts:
+        extra = max(min(slack, natural[texts[0]] - widths[texts[0]]), 0)
+        widths[texts[0]] += extra
+        slack -= extra
+    # the rest shared by what each other text column lacks (a description and its parameters)
+    wanting = {i: natural[i] - widths[i] for i in texts[1:] if natural[i] > widths[i]}
+    lacking = sum(wanting.values())
+    for index, want in wanting.items():
+        extra = min(want, slack * want // lacking) if lacking > slack else want
+        widths[index] += extra
+    return shown, widths
 
 
 def _table_width(widths: list[int]) -> int:
     return sum(widths) + 3 * len(widths) + 1
 
 
-def _widest_cap(natural: list[int], width: int) -> int | None:
-    """The largest cell width that makes every column fit, if one >= MIN_COLUMN_WIDTH does."""
-    low, high, best = MIN_COLUMN_WIDTH, max(natural), None
-    while low <= high:
-        cap = (low + high) // 2
-        if _table_width([min(w, cap) for w in natural]) <= width:
-            best, low = cap, cap + 1
-        else:
-            high = cap - 1
-    return best
+def _shown_width(shown: list[int | None], widths: list[int]) -> int:
+    return _table_width([1 if i is None else widths[i] for i in shown])
 
 
-def _elide_middle(widths: list[int], width: int) -> list[int | None]:
-    """Columns taken from both ends in turn while they and a … column fit."""
-    left, right, used = [], [], 1 + 4  # the outer border and the … column
-    front, back = 0, len(widths) - 1
-    while front <= back:
-        take_front = len(left) <= len(right)
-        index = front if take_front else back
+def _drop_middle(widths: list[int], width: int) -> list[int | None]:
+    """The columns from the left while they fit beside a … column, then from the right while
+    they still do: the leading columns (names, keys, the headline measure) stay."""
+    used = 1 + 4  # the outer border and the … column
+    left, right = [], []
+    for index in range(len(widths)):
         if used + widths[index] + 3 > width:
             break
         used += widths[index] + 3
-        if take_front:
-            left.append(index)
-            front += 1
-        else:
-            right.insert(0, index)
-            back -= 1
+        left.append(index)
+    if not left:  # not even the first column fits: it is shown, cut to the width
+        return [0] if len(widths) == 1 else [0, None]
+    for index in range(len(widths) - 1, left[-1], -1):
+        if used + widths[index] + 3 > width:
+            break
+        used += widths[index] + 3
+        right.insert(0, index)
     return left + [None] + right
 
 

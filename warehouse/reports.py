@@ -34,6 +34,12 @@ class Param:
     default: object
     help: str
 
+    def describe(self) -> str:
+        """'top INTEGER = 20: rows to keep', as --list, .help report and completion show it."""
+        default = "NULL" if self.default is None else str(self.default).lower() if self.type == "BOOLEAN" \
+            else str(self.default)
+        return f"{self.name} {self.type} = {default}" + (f": {self.help}" if self.help else "")
+
     def convert(self, text: str):
         """The user's text as a value of the declared type, or a CtdaError saying why not."""
         if text.upper() == "NULL":
@@ -60,6 +66,10 @@ class Report:
     sql: str
     source: str
     params: list[Param] = field(default_factory=list)
+
+    def params_text(self) -> str:
+        """One line per parameter: name, type, default and help."""
+        return "\n".join(p.describe() for p in self.params)
 
     def bind(self, given: dict[str, object]) -> dict[str, object]:
         """Declared parameters with the user's values over the defaults: text (from the command
@@ -149,9 +159,17 @@ def run_report(con, report: Report, given: dict[str, object]):
 
     A run parameter naming no run, or a report on critical paths of a run that `analyze`
     has not seen, is a CtdaError saying so (rather than an empty result)."""
+    import duckdb
+
     values = report.bind(given)
     _check_runs(con, report, values)
-    return con.execute(report.sql, values)
+    try:
+        return con.execute(report.sql, values)
+    except duckdb.InvalidInputException as exc:
+        # the report's own checks (error() in its SQL) speak as the project does, without
+        # DuckDB's 'Invalid Input Error: ' prefix; other DuckDB errors keep theirs
+        message = str(exc).split("\n", 1)[0]
+        raise CtdaError(message.removeprefix("Invalid Input Error: ")) from None
 
 
 def report_sql_run(report: Report) -> str:
