@@ -93,6 +93,18 @@ WINDOW w AS (PARTITION BY counted_window_id ORDER BY t, delta, nesting_order, ev
 -- sweep meets an owner that has ended is not nested, and each of its segments goes to the
 -- member that began last (by the sweep's order) among those running through it: on nested
 -- events the same owner as the sweep's.
+--
+-- "Began last among those running" is, in sweep positions (ord), the largest open position
+-- o <= p whose close position c > p, for the segment after point p: the members open there
+-- are exactly those with o <= p < c (points at one instant are adjacent, and a segment
+-- follows the last of them). A range join finds it in time quadratic in the window's members
+-- (issue 32: 59 s for one 128k-event node); a stabbing query over dyadic blocks finds it in
+-- n log n. Each member's positions [o, c - 1] split into at most two blocks per level
+-- (block b of level k holds positions b * 2^k .. (b + 1) * 2^k - 1): the blocks inside the
+-- range whose parent block is not. Every position of the range lies in exactly one of them,
+-- and each point p lies in one block per level (p >> k), so the latest open running through
+-- p is the largest o over those blocks. After an open point the answer is that point's own
+-- member (nothing running began later), which the sweep's owner already is.
 CREATE OR REPLACE TEMP TABLE cp_segments AS
 WITH owned AS (
     SELECT *,
@@ -105,24 +117,69 @@ not_nested AS (
     SELECT DISTINCT counted_window_id FROM owned WHERE depth > 0 AND owner_end_us <= t
 ),
 segments AS (
-    SELECT p.counted_window_id, p.t, p.next_t, p.owner_event_id
+    SELECT p.counted_window_id, p.ord, p.delta, p.t, p.next_t, p.owner_event_id
     FROM owned AS p
     JOIN cp_counted_windows AS b USING (counted_window_id)
     WHERE p.depth > 0 AND p.next_t > p.t AND p.owner_event_id IS NOT NULL
       AND p.t >= b.counted_start_us AND p.next_t <= b.counted_end_us
 ),
+member_points AS (
+    -- a member's open and close carry its start and end; a member listed twice in a window
+    -- opens and closes twice at the same instants: pair its n-th open with its n-th close
+    SELECT counted_window_id, ord, delta, event_id,
+           CASE WHEN delta = 1 THEN t ELSE -nesting_order END AS ts_us,
+           CASE WHEN delta = 1 THEN -nesting_order ELSE t END AS end_us,
+           row_number() OVER (PARTITION BY counted_window_id, event_id, ts_us, end_us, delta ORDER BY ord) AS occurrence
+    FROM cp_points
+    WHERE delta <> 0 AND counted_window_id IN (SELECT counted_window_id FROM not_nested)
+),
+member_ranges AS (
+    SELECT o.counted_window_id, o.event_id, o.ord AS open_ord, c.ord - 1 AS last_ord
+    FROM member_points AS o
+    JOIN member_points AS c USING (counted_window_id, event_id, ts_us, end_us, occurrence)
+    WHERE o.delta = 1 AND c.delta = -1
+),
+levels AS (
+    -- enough levels that the top one's single block holds every position of the window
+    SELECT counted_window_id, unnest(range(0, floor(log2(max(ord)))::INTEGER + 3)) AS level
+    FROM cp_points
+    WHERE counted_window_id IN (SELECT counted_window_id FROM not_nested)
+    GROUP BY counted_window_id
+),
+inside AS (
+    -- the blocks of each level that lie inside a member's range: first .. last
+    SELECT r.counted_window_id, r.event_id, r.open_ord, l.level,
+           (r.open_ord + (1::BIGINT << l.level) - 1) >> l.level AS first_block,
+           ((r.last_ord + 1) >> l.level) - 1 AS last_block,
+           (r.open_ord + (1::BIGINT << (l.level + 1)) - 1) >> (l.level + 1) AS first_parent,
+           ((r.last_ord + 1) >> (l.level + 1)) - 1 AS last_parent
+    FROM member_ranges AS r
+    JOIN levels AS l USING (counted_window_id)
+),
+blocks AS (
+    -- only the two end blocks of a level can have a parent that is not inside
+    SELECT counted_window_id, level, block, max(open_ord) AS open_ord, arg_max(event_id, open_ord) AS event_id
+    FROM (
+        SELECT counted_window_id, event_id, open_ord, level, first_parent, last_parent,
+               unnest(CASE WHEN last_block > first_block THEN [first_block, last_block] ELSE [first_block] END) AS block
+        FROM inside
+        WHERE first_block <= last_block
+    )
+    WHERE NOT (block >> 1 BETWEEN first_parent AND last_parent)
+    GROUP BY ALL
+),
 running AS (
-    SELECT s.counted_window_id, s.t, arg_max(m.event_id, (m.ts_us, -m.end_us, m.event_id)) AS event_id
+    SELECT s.counted_window_id, s.ord, arg_max(b.event_id, b.open_ord) AS event_id
     FROM segments AS s
-    JOIN cp_path_members AS m
-        ON m.counted_window_id = s.counted_window_id AND m.end_us > m.ts_us
-       AND m.ts_us <= s.t AND m.end_us >= s.next_t
-    WHERE s.counted_window_id IN (SELECT counted_window_id FROM not_nested)
+    JOIN levels AS l USING (counted_window_id)
+    JOIN blocks AS b
+        ON b.counted_window_id = s.counted_window_id AND b.level = l.level AND b.block = s.ord >> l.level
+    WHERE s.delta <> 1
     GROUP BY ALL
 )
 SELECT s.counted_window_id, coalesce(r.event_id, s.owner_event_id) AS event_id, s.next_t - s.t AS length_us
 FROM segments AS s
-LEFT JOIN running AS r ON r.counted_window_id = s.counted_window_id AND r.t = s.t;
+LEFT JOIN running AS r ON r.counted_window_id = s.counted_window_id AND r.ord = s.ord;
 
 -- Each counted window's events with their time in it, once per window: a window on several
 -- methods' paths hands the same rows to each (cp_event_time).

@@ -1,0 +1,153 @@
+"""The counted-time sweep of issue 32 gives the same rows as the statement it replaced.
+
+Issue 32 replaced cp_segments (sql/analysis/60_counted.sql), whose `running` range join took
+time quadratic in a non-nested window's members, with a sweep over dyadic blocks. Every
+result table that depends on it (path_events' self time, critical_path's counted time, the
+reports and what-if over them) is computed from cp_segments by unchanged statements, and
+nodes and edges are made before it; so "every result table identical before and after" holds
+exactly when cp_segments is identical.
+
+Why not a stored digest of the result tables, computed once on the code before the change:
+other stages change this session and later (the hand-off inference of 30_gpu_nodes.sql moves
+nodes and edges on some traces, legitimately), and a stored digest would then fail for a
+change that is not this one, or be regenerated until it checks nothing. Instead each test
+runs `analyze` with today's engine, then runs the old statement, kept verbatim in
+tests/data/old_cp_segments.sql, on the same temp tables in the same connection, and compares
+the two tables row for row (as multisets; no rounding: both sum the same doubles). It stays
+valid however the stages before it evolve, on every shared trace (skipped without
+$CTDA_TRACES), every recorded trace of tests/data, and random windows built to be non-nested
+(ties, duplicates, zero-length members, members crossing the window's ends).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from warehouse import sqlfiles
+from warehouse.analyze import analyze
+from warehouse.connection import connect
+from warehouse.ingest import ingest
+
+DATA = Path(__file__).parent / "data"
+OLD_STATEMENT = (DATA / "old_cp_segments.sql").read_text(encoding="utf-8")
+
+# rows in one table and not the other, both ways, counting duplicates
+DIFFERENCE = """
+SELECT 'new only' AS side, * FROM (SELECT * FROM cp_segments EXCEPT ALL SELECT * FROM old_cp_segments)
+UNION ALL
+SELECT 'old only', * FROM (SELECT * FROM old_cp_segments EXCEPT ALL SELECT * FROM cp_segments)
+ORDER BY ALL LIMIT 10"""
+
+
+def stage_statement(table: str) -> str:
+    """The statement of 60_counted.sql that makes `table`."""
+    for statement, _ in sqlfiles.parameterized_statements(sqlfiles.load("analysis/60_counted.sql")):
+        if f"TEMP TABLE {table} AS" in statement:
+            return statement
+    raise AssertionError(f"60_counted.sql makes no {table}")
+
+
+def assert_same_segments(con) -> int:
+    """Run the old statement beside analyze's cp_segments; returns the segment count."""
+    con.execute(OLD_STATEMENT)
+    assert con.execute(DIFFERENCE).fetchall() == []
+    return con.execute("SELECT count(*) FROM cp_segments").fetchone()[0]
+
+
+def non_nested_windows(con) -> int:
+    """Windows where the sweep's owner ends before its segment: the case the change is about."""
+    return con.execute("""
+        WITH owned AS (
+            SELECT *, last_value(CASE WHEN delta = 1 THEN -nesting_order END IGNORE NULLS) OVER (
+                PARTITION BY counted_window_id, depth ORDER BY ord ROWS UNBOUNDED PRECEDING) AS owner_end_us
+            FROM cp_points)
+        SELECT count(DISTINCT counted_window_id) FROM owned WHERE depth > 0 AND owner_end_us <= t""").fetchone()[0]
+
+
+def analyzed_runs(folder: Path, inputs: dict[str, Path]):
+    """One warehouse holding every input as a run of its own, analysed with every method."""
+    con = connect(folder / "digest.duckdb")
+    for name, path in inputs.items():
+        ingest(con, [path], run_name=name, show_progress=False)
+    analyze(con, show_progress=False)
+    return con
+
+
+def recorded_inputs() -> dict[str, Path]:
+    """tests/data's recordings, as bench/result_digest.py lists them."""
+    found = {f"cuda-{p.name}": p for p in sorted((DATA / "cuda").glob("*.json.gz"))}
+    found |= {f"gloo-{p.name}": p for p in sorted((DATA / "gloo").iterdir()) if p.is_dir()}
+    found |= {f"whatif-{p.name}": p for p in sorted((DATA / "whatif").glob("*-r1.json.gz"))}
+    return found
+
+
+def test_recorded_traces_keep_their_segments(tmp_path):
+    con = analyzed_runs(tmp_path, recorded_inputs())
+    assert assert_same_segments(con) > 1000
+    con.close()
+
+
+def test_shared_traces_keep_their_segments(tmp_path, shared_traces):
+    inputs = {p.name: p for p in sorted(shared_traces.iterdir())
+              if p.name.endswith(".json.gz") or (p.is_dir() and any(p.glob("*.json*")))}
+    con = analyzed_runs(tmp_path, inputs)
+    assert assert_same_segments(con) > 1000
+    con.close()
+
+
+def random_members(rng: random.Random, windows: int) -> tuple[list[tuple], list[tuple]]:
+    """(counted windows, path members): members on a coarse grid of instants, so that starts
+    and ends tie, some listed twice, some of zero length, some running past the window."""
+    window_rows, member_rows = [], []
+    for window_id in range(1, windows + 1):
+        start, end = float(rng.randint(0, 20)), float(rng.randint(60, 100))
+        window_rows.append((window_id, start, end))
+        for _ in range(rng.randint(1, 60)):
+            ts = float(rng.randint(-10, 100))
+            end_us = ts + rng.choice([0.0, 1.0, 2.0, 5.0, 30.0, float(rng.randint(1, 60))])
+            event_id = rng.randint(1, 400)
+            copies = 2 if rng.random() < 0.05 else 1
+            member_rows += [(window_id, start, end, event_id, ts, end_us)] * copies
+    return window_rows, member_rows
+
+
+def test_random_windows_keep_their_segments():
+    import duckdb
+    import pyarrow as pa
+
+    rng = random.Random(32)
+    window_rows, member_rows = random_members(rng, 400)
+    cp_counted_windows = pa.Table.from_pylist(
+        [dict(zip(("counted_window_id", "counted_start_us", "counted_end_us"), row)) for row in window_rows])
+    cp_path_members = pa.Table.from_pylist(
+        [dict(zip(("counted_window_id", "counted_start_us", "counted_end_us", "event_id", "ts_us", "end_us"), row),
+              name="op", cat="cpu_op") for row in member_rows])
+    con = duckdb.connect()
+    con.execute("CREATE TEMP TABLE cp_counted_windows AS SELECT * FROM cp_counted_windows")
+    con.execute("CREATE TEMP TABLE cp_path_members AS SELECT counted_window_id, counted_start_us, counted_end_us, "
+                "event_id, name, cat, ts_us, end_us FROM cp_path_members")
+    con.execute(stage_statement("cp_points"))
+    con.execute(stage_statement("cp_segments"))
+    assert non_nested_windows(con) > 300  # the case under test, not only the nested sweep
+    assert assert_same_segments(con) > 5000
+
+
+@pytest.mark.parametrize("overlap_at", [0, 7, 19])
+def test_an_event_overlapping_its_parent_keeps_the_segments(tmp_path, overlap_at):
+    """One step on one thread: 20 ops each holding a child, one child running past its
+    parent's end (the shape of issue 32's slow production node)."""
+    from warehouse.tracebuilder import TraceBuilder
+
+    builder = TraceBuilder(rank=0)
+    main = builder.thread(100, "pt_main_thread")
+    builder.step(1, main, ts=0, dur=300)
+    for i in range(20):
+        builder.cpu_op(main, "aten::linear", ts=5 + i * 10, dur=8)
+        builder.cpu_op(main, "aten::addmm", ts=6 + i * 10, dur=9.5 if i == overlap_at else 6)
+    con = analyzed_runs(tmp_path, {"overlap": builder.write(tmp_path / "trace.json")})
+    assert non_nested_windows(con) >= 1
+    assert assert_same_segments(con) >= 40
+    con.close()
