@@ -185,7 +185,7 @@ class Warehouse:
                scale: dict[str, float] | None = None, comm_bandwidth_scale: float = 1.0,
                comm_latency_us: float | None = None, allreduce: str | None = None,
                world_size: int | None = None, name: str | None = None,
-               coupled: bool = True) -> duckdb.DuckDBPyRelation:
+               coupled: bool = True, cluster=None) -> duckdb.DuckDBPyRelation:
         """Replay every analysed step under the changes (docs/whatif.md) and return its rows
         of whatif_steps. scale: {"[rankN:][CATEGORY:]PATTERN": factor}, e.g.
         {"kernel:*gemm*": 0.5} or {"rank1:user_annotation:slow_rank": 0}; the ranks of a
@@ -199,6 +199,9 @@ class Warehouse:
                                          for pattern, factor in (scale or {}).items()),
                             bandwidth_scale=comm_bandwidth_scale, latency_us=comm_latency_us,
                             allreduce=allreduce, world_size=world_size)
+        if cluster is not None:  # a TOML path or dict: projected onto it (warehouse/whatif_cluster.py)
+            from .whatif_cluster import api_whatif
+            return api_whatif(self, cluster, scenario, run=run, rank=rank, step=step, name=name, coupled=coupled)
         scenario_name = name or scenario.as_json()
         whatif(self.con, run=run, rank=rank, step=step, scenario=scenario, name=scenario_name, coupled=coupled)
         self._finish_pending_result()

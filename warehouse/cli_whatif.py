@@ -44,7 +44,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--comm-bandwidth-scale", type=float, default=1.0, metavar="F",
                    help="multiply the fitted bus bandwidth of collectives by F")
     p.add_argument("--comm-latency-us", type=float, metavar="L", help="latency per collective step, µs")
-    p.add_argument("--allreduce", choices=ALGORITHMS, help="all-reduce algorithm (measured: ring)")
+    p.add_argument("--allreduce", choices=(*ALGORITHMS, "hierarchical"),
+                   help="all-reduce algorithm (measured: ring; hierarchical: with --cluster)")
+    p.add_argument("--cluster", metavar="FILE.toml",
+                   help="project the job onto the cluster the file describes (docs/whatif.md)")
     p.add_argument("--world-size", type=int, metavar="N", help="ranks taking part in every collective")
     p.add_argument("--sweep", metavar="KEY=V1,V2,...",
                    help=f"one scenario per value of KEY ({', '.join(SWEEP_KEYS)}); prints a row per value")
@@ -94,6 +97,9 @@ def run(con, args) -> list[tuple[list[str], list[tuple]]]:
     """The tables to print: steps (or one row per sweep value), then the path's hotspots."""
     from .whatif import HOTSPOT_COLUMNS, STEP_COLUMNS, whatif
 
+    if getattr(args, "cluster", None):  # whatif --cluster: warehouse/whatif_cluster.py
+        from .whatif_cluster import run_cli
+        return run_cli(con, args)
     scenario = scenario_from_args(con, args)
     where = {"run": args.run, "rank": args.rank, "step": args.step, "coupled": args.coupled}
     if not args.sweep:

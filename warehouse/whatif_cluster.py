@@ -466,3 +466,77 @@ def _persist_links(con, scenario: str, transfers: pa.Table) -> list[tuple]:
         return con.execute("SELECT * EXCLUDE (run_id) FROM wi_cluster_link_rows ORDER BY ALL").fetchall()
     finally:
         con.unregister("wi_cluster_transfers")
+
+
+# ---- entry points: the command line and Warehouse.whatif(cluster=...) ----------------------------
+
+def cluster_spec(cluster) -> ClusterSpec:
+    """A ClusterSpec from a spec, a path to a TOML file, or the file's contents as a dict."""
+    if isinstance(cluster, ClusterSpec):
+        return cluster
+    if isinstance(cluster, dict):
+        return check_cluster(cluster, "cluster")
+    return load_cluster(cluster)
+
+
+def _sweep_value(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def run_cli(con, args) -> list[tuple[list[str], list[tuple]]]:
+    """`whatif --cluster`: steps, the predicted path's hotspots and the limiting links; or, with
+    --sweep KEY=V1,V2 (a cluster key such as inter_host.bandwidth_gbps, or allreduce or
+    world-size), one row per value."""
+    from statistics import mean
+
+    from .cli_whatif import SWEEP_COLUMNS
+    from .whatif import HOTSPOT_COLUMNS, STEP_COLUMNS, event_categories
+    from .whatif_changes import parse_scale
+
+    if args.comm_bandwidth_scale != 1.0 or args.comm_latency_us is not None:
+        raise CtdaError("--cluster describes the network: leave out --comm-bandwidth-scale and --comm-latency-us")
+    categories = event_categories(con) if args.scale else set()
+    common = {"run": args.run, "rank": args.rank, "step": args.step, "coupled": args.coupled,
+              "scales": tuple(parse_scale(text, categories) for text in args.scale)}
+    options = {"world_size": args.world_size, "allreduce": args.allreduce}
+    if not args.sweep:
+        result, links = whatif_cluster(con, load_cluster(args.cluster), **common, **options, name=args.name,
+                                       top=args.top)
+        return [(STEP_COLUMNS, result.steps), (HOTSPOT_COLUMNS, result.hotspots), (LINK_COLUMNS, links)]
+    key, sep, text = args.sweep.partition("=")
+    values = [_sweep_value(v.strip()) for v in text.split(",")]
+    if not sep or "" in values or not (key in ("allreduce", "world-size") or "." in key):
+        raise CtdaError(f"--sweep {args.sweep!r}: with --cluster, KEY=V1,V2,... takes a cluster key "
+                        "(SECTION.KEY, e.g. inter_host.bandwidth_gbps), allreduce or world-size")
+    rows = []
+    for value in values:
+        if key in ("allreduce", "world-size"):
+            spec, changed = load_cluster(args.cluster), {**options, key.replace("-", "_"): value}
+        else:
+            spec, changed = load_cluster(args.cluster, {key: value}), options
+        result, _ = whatif_cluster(con, spec, **common, **changed, name=f"{args.name or 'sweep'} {key}={value}",
+                                   top=0)
+        steps = result.steps
+        replay, predicted = mean(s[4] for s in steps), mean(s[5] for s in steps)
+        rows.append((value, len(steps), round(mean(s[3] for s in steps), 1), round(replay, 1),
+                     round(predicted, 1), round(replay / predicted, 4) if predicted else float("inf")))
+    return [(SWEEP_COLUMNS, rows)]
+
+
+def api_whatif(warehouse, cluster, scenario: Scenario, run=None, rank=None, step=None, name=None,
+               coupled: bool = True):
+    """Warehouse.whatif(cluster=...): the rows of whatif_steps for the projection."""
+    if scenario.bandwidth_scale != 1.0 or scenario.latency_us is not None:
+        raise CtdaError("a cluster describes the network: leave out comm_bandwidth_scale and comm_latency_us")
+    result_name = name or f"cluster {json.dumps(cluster_spec(cluster).as_dict())}"
+    whatif_cluster(warehouse.con, cluster_spec(cluster), run=run, rank=rank, step=step,
+                   world_size=scenario.world_size, allreduce=scenario.allreduce, scales=scenario.scales,
+                   name=result_name, coupled=coupled)
+    warehouse._finish_pending_result()
+    return warehouse.con.sql("SELECT * FROM whatif_steps WHERE scenario = $name ORDER BY ALL",
+                             params={"name": result_name})
