@@ -358,7 +358,7 @@ def test_sweep_prints_one_row_per_value(small, run_cli):
 
 @pytest.mark.parametrize("args, message", [
     (["--scale", "aten::relu"], "must look like PATTERN=FACTOR"),
-    (["--scale", "aten::relu=-1"], "0 or more"),
+    (["--scale", "aten::relu=-1"], "must be a number from 0 to"),
     (["--sweep", "speed=1,2"], "must look like KEY=V1,V2"),
     (["--run", "nope"], "no run named 'nope'"),
 ])

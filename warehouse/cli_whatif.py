@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
+import textwrap
 from statistics import mean
 
 from .connection import connect, resolve_db_path
@@ -19,6 +21,9 @@ SWEEP_KEYS = {
     "allreduce": ("allreduce", str),
     "world-size": ("world_size", int),
 }
+# a sweep replays every value in one transaction (~0.1-1 s each on a real run): a cap keeps a
+# typo such as 10,000 values from running for an hour
+MAX_SWEEP_VALUES = 200
 SWEEP_COLUMNS = ["value", "steps", "measured_us", "replay_us", "predicted_us", "speedup"]
 
 
@@ -50,12 +55,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="project the job onto the cluster the file describes (docs/whatif.md)")
     p.add_argument("--world-size", type=int, metavar="N", help="ranks taking part in every collective")
     p.add_argument("--sweep", metavar="KEY=V1,V2,...",
-                   help=f"one scenario per value of KEY ({', '.join(SWEEP_KEYS)}); prints a row per value")
+                   help=f"one scenario per value of KEY ({', '.join(SWEEP_KEYS)}); prints a row per value; "
+                        f"at most {MAX_SWEEP_VALUES} values, stored all together or not at all")
     p.add_argument("--no-coupling", dest="coupled", action="store_false",
                    help="replay each rank on its own: collectives keep their measured waiting "
                         "(default: the ranks of a multi-rank run are replayed together)")
     p.add_argument("--name", help="scenario name in whatif_steps / whatif_path (default: the changes)")
-    p.add_argument("--top", type=int, default=10, help="hotspots to print (default: 10)")
+    p.add_argument("--top", type=int, default=10, metavar="N",
+                   help="labels of the predicted path to print (default: 10)")
 
 
 def add_parser(sub) -> None:
@@ -77,11 +84,33 @@ def cmd_whatif(args) -> int:
     width = table_width(sys.stdout, args.max_width if args.max_width is not None else load_config().max_width)
     con = connect(resolve_db_path(args.db), for_sql="")
     try:
-        for columns, rows in run(con, args):
-            print(render(columns, rows, args.format, width))
+        tables = run(con, args, show_progress=True)
     finally:
         con.close()
+    if args.format == "json":
+        # one document, as `query` and `report` print: {"steps": [...], "path": [...]}
+        print("{" + ",\n".join(f"{json.dumps(key)}: {render(columns, rows, 'json')}"
+                               for key, (columns, rows) in zip(_keys(args), tables)) + "}")
+        return 0
+    for (columns, rows), title in zip(tables, _titles(args, tables)):
+        if title and args.format == "table":
+            print(textwrap.fill(title, width) if width else title)
+        print(render(columns, rows, args.format, width))
     return 0
+
+
+def _keys(args) -> list[str]:
+    return ["sweep"] if args.sweep else ["steps", "path"] + (["links"] if getattr(args, "cluster", None) else [])
+
+
+def _titles(args, tables) -> list[str | None]:
+    """A line above each table saying what it holds (the second one is no step table)."""
+    if args.sweep:
+        return [f"predicted step time per value of {args.sweep.partition('=')[0]} (means over the steps)"]
+    steps = tables[0][1]
+    ranks = len({(row[0], row[1]) for row in steps})
+    return [None, f"predicted critical path: the top {args.top} labels by predicted time "
+                  f"({len(steps)} steps of {ranks} rank(s))", "links that limited the collectives, per step"]
 
 
 def parse_shell_words(words: list[str]) -> argparse.Namespace:
@@ -93,24 +122,31 @@ def parse_shell_words(words: list[str]) -> argparse.Namespace:
         raise CtdaError(f".whatif: {exc}") from None
 
 
-def run(con, args) -> list[tuple[list[str], list[tuple]]]:
-    """The tables to print: steps (or one row per sweep value), then the path's hotspots."""
-    from .whatif import HOTSPOT_COLUMNS, STEP_COLUMNS, whatif
+def run(con, args, show_progress: bool = False) -> list[tuple[list[str], list[tuple]]]:
+    """The tables to print: steps, then the path's hotspots; or one row per sweep value."""
+    from .progress import progress_bar
+    from .whatif import HOTSPOT_COLUMNS, STEP_COLUMNS, whatif, whatif_many
 
+    if args.top < 0:
+        raise CtdaError("--top must be 0 or more")
     if getattr(args, "cluster", None):  # whatif --cluster: warehouse/whatif_cluster.py
         from .whatif_cluster import run_cli
         return run_cli(con, args)
+    sweep = parse_sweep(args.sweep) if args.sweep else None
     scenario = scenario_from_args(con, args)
     where = {"run": args.run, "rank": args.rank, "step": args.step, "coupled": args.coupled}
-    if not args.sweep:
+    if sweep is None:
         result = whatif(con, **where, scenario=scenario, name=args.name, top=args.top)
         return [(STEP_COLUMNS, result.steps), (HOTSPOT_COLUMNS, result.hotspots)]
-    field, values = parse_sweep(args.sweep)
+    field, values = sweep
+    key = args.sweep.partition("=")[0]
+    scenarios = [(f"{args.name or 'sweep'} {key}={value}", dataclasses.replace(scenario, **{field: value}))
+                 for value in values]
+    with progress_bar(f"whatif --sweep {key}", len(scenarios), visible=show_progress) as advance:
+        results = whatif_many(con, scenarios, **where, top=0, progress=advance)
     rows = []
-    for value in values:
-        changed = dataclasses.replace(scenario, **{field: value})
-        name = f"{args.name or 'sweep'} {args.sweep.partition('=')[0]}={value}"
-        steps = whatif(con, **where, scenario=changed, name=name).steps
+    for value, result in zip(values, results):
+        steps = result.steps
         replay, predicted = mean(s[4] for s in steps), mean(s[5] for s in steps)
         rows.append((value, len(steps), round(mean(s[3] for s in steps), 1), round(replay, 1),
                      round(predicted, 1), round(replay / predicted, 4) if predicted else float("inf")))
@@ -128,10 +164,15 @@ def scenario_from_args(con, args) -> Scenario:
 
 def parse_sweep(text: str) -> tuple[str, list]:
     key, sep, values = text.partition("=")
-    if not sep or key not in SWEEP_KEYS or not values:
+    if not sep or key not in SWEEP_KEYS:
         raise CtdaError(f"--sweep {text!r} must look like KEY=V1,V2,... with KEY one of {', '.join(SWEEP_KEYS)}")
     field, kind = SWEEP_KEYS[key]
+    words = [v.strip() for v in values.split(",")]
+    if not all(words):
+        raise CtdaError(f"--sweep {text!r}: every value between the commas must be given")
+    if len(words) > MAX_SWEEP_VALUES:
+        raise CtdaError(f"--sweep {key}: {len(words):,} values; at most {MAX_SWEEP_VALUES} in one sweep")
     try:
-        return field, [kind(v.strip()) for v in values.split(",") if v.strip()]
+        return field, [kind(v) for v in words]
     except ValueError:
-        raise CtdaError(f"--sweep {text!r}: values must be {kind.__name__} numbers") from None
+        raise CtdaError(f"--sweep {text!r}: values must be {'whole ' if kind is int else ''}numbers") from None

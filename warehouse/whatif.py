@@ -6,6 +6,7 @@ in dependency order (one numpy step per position in the window's node order)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -16,6 +17,7 @@ import pyarrow as pa
 from . import sqlfiles
 from .analyze import _run_id
 from .errors import CtdaError
+from .transaction import transaction
 from .whatif_changes import Scale, Scenario  # noqa: F401  (part of this module's API)
 
 # once per what-if (the windows and their graph), then once per replayed scenario
@@ -55,22 +57,77 @@ def whatif(con: duckdb.DuckDBPyConnection, run: str | None = None, rank: int | N
     With `coupled`, the ranks of a multi-rank run are replayed together (every rank, even when
     `rank` picks the rows to report): a matched collective completes at its last replayed
     arrival plus its transfer time; without, each rank keeps its measured waiting."""
-    scenario.validate()
+    return whatif_many(con, [(name, scenario)], run=run, rank=rank, step=step, persist=persist,
+                       top=top, coupled=coupled)[0]
+
+
+def whatif_many(con: duckdb.DuckDBPyConnection, scenarios: list[tuple[str | None, Scenario]],
+                run: str | None = None, rank: int | None = None, step: int | None = None,
+                persist: bool = True, top: int = 10, coupled: bool = True,
+                progress: Callable[[], None] = lambda: None) -> list[WhatIfResult]:
+    """whatif() for several scenarios of the same windows (a --sweep): every scenario is
+    checked before any runs, the windows are selected and replayed unchanged once, and all
+    of it is one transaction, so a failure or Ctrl-C part-way stores nothing. `progress` is
+    called after each scenario."""
+    if top < 0:
+        raise CtdaError("--top must be 0 or more")
+    for _, scenario in scenarios:
+        scenario.validate()
     params = {"run_id": _run_id(con, run), "rank": rank, "step": step,
               "all_ranks": bool(coupled and rank is not None), "coupled": bool(coupled),
               "queue_wait_us": QUEUE_WAIT_US, "queue_share": QUEUE_SHARE}
-    for stage in SCOPE:
-        _execute(con, f"whatif/{stage}", params)
-    baseline = _replay(con, params, Scenario())
-    if not baseline.windows:
-        raise CtdaError("no analysed steps match; run `ctda-sql analyze` first (method ctda)")
-    predicted = _replay(con, params, scenario) if scenario != Scenario() else baseline
-    steps = _step_rows(con, baseline, predicted)
-    path = _path_rows(predicted)
-    if persist:
-        _persist(con, name or scenario.as_json(), scenario.as_json(), steps, path, params)
-    names = dict(con.execute("SELECT run_id, name FROM runs").fetchall())
-    return WhatIfResult(steps=[(names[r[0]], *r[1:]) for r in steps], hotspots=_hotspots(path, top))
+    results = []
+    # the scenarios' stages write comm_model too: one transaction keeps all or nothing
+    with transaction(con):
+        for stage in SCOPE:
+            _execute(con, f"whatif/{stage}", params)
+        for _, scenario in scenarios:
+            _check_scope(con, params, scenario)
+        baseline = _replay(con, params, Scenario())
+        if not baseline.windows:
+            raise CtdaError("no analysed steps match; run `ctda-sql analyze` first (method ctda)")
+        names = dict(con.execute("SELECT run_id, name FROM runs").fetchall())
+        for name, scenario in scenarios:
+            predicted = _replay(con, params, scenario) if scenario != Scenario() else baseline
+            steps = _step_rows(con, baseline, predicted)
+            path = _path_rows(predicted)
+            if persist:
+                _persist(con, name or scenario.as_json(), scenario.as_json(), steps, path)
+            results.append(WhatIfResult(steps=[(names[r[0]], *r[1:]) for r in steps],
+                                        hotspots=_hotspots(path, top)))
+            progress()
+    return results
+
+
+def _check_scope(con, params: dict, scenario: Scenario) -> None:
+    """Name the ranks and steps that exist when --rank, --step or a rank-scoped --scale asks
+    for one that does not (rather than "run analyze first", which would not help)."""
+    analysed = con.execute("SELECT DISTINCT rank, step FROM analysis_windows WHERE $run_id IS NULL OR run_id = $run_id",
+                           {"run_id": params["run_id"]}).fetchall()
+    if not analysed:
+        return  # nothing analysed: the caller says to run analyze
+    ranks = {rank for rank, _ in analysed}
+    if params["rank"] is not None and params["rank"] not in ranks:
+        raise CtdaError(f"no analysed rank {params['rank']}; ranks: {_ranges(ranks)}")
+    steps = {step for rank, step in analysed if params["rank"] is None or rank == params["rank"]}
+    if params["step"] is not None and params["step"] not in steps:
+        of_rank = f" of rank {params['rank']}" if params["rank"] is not None else ""
+        raise CtdaError(f"no analysed step {params['step']}{of_rank}; steps: {_ranges(steps)}")
+    scenario.check_ranks(ranks)
+
+
+def _ranges(numbers: set[int]) -> str:
+    """{0, 1, 2, 5} -> '0-2, 5' (a run may have thousands of steps)."""
+    ordered, parts = sorted(numbers), []
+    first = previous = ordered[0]
+    for n in ordered[1:] + [None]:
+        if n is not None and n == previous + 1:
+            previous = n
+            continue
+        parts.append(f"{first}-{previous}" if previous - first >= 2 else
+                     ", ".join(map(str, range(first, previous + 1))))
+        first = previous = n
+    return ", ".join(parts)
 
 
 # ---- the replay -------------------------------------------------------------------------
@@ -211,8 +268,9 @@ class _Graph:
         """Each window's replayed length, and whether its last GPU node ends it. A step ends
         where the next one starts (its CPU tail, floored by the launch-queue gate); only a
         window that runs on to its device work ends at its last GPU node when later."""
-        cpu_end = np.fmax(np.where(self.has_tail, end[self.tail_row] + self.tail_us, self.cpu_end_us),
-                          self.gated_us)
+        # a window without nodes (a CPU-only step the engine drew nothing for) has no tail row
+        tail_end = end[self.tail_row] if end.size else np.zeros(self.window_count)
+        cpu_end = np.fmax(np.where(self.has_tail, tail_end + self.tail_us, self.cpu_end_us), self.gated_us)
         gpu_end = np.full(self.window_count, -np.inf)
         rows = np.flatnonzero(self.gpu)
         np.maximum.at(gpu_end, self.window_of_row[rows], end[rows])
@@ -489,7 +547,8 @@ def _hotspots(path: list[tuple], top: int) -> list[tuple]:
     return [(kind, label, count, round(m, 1), round(p, 1)) for (kind, label), (count, m, p) in ranked]
 
 
-def _persist(con, scenario: str, changes: str, steps: list[tuple], path: list[tuple], params: dict) -> None:
+def _persist(con, scenario: str, changes: str, steps: list[tuple], path: list[tuple]) -> None:
+    """Store one scenario's rows (inside the caller's transaction)."""
     step_table = pa.table({name: [r[i] for r in steps] for i, name in enumerate(
         ["run_id", "rank", "step", "measured_us", "replay_us", "predicted_us", "speedup"])})
     path_table = pa.table({name: [r[i] for r in path] for i, name in enumerate(
@@ -500,12 +559,7 @@ def _persist(con, scenario: str, changes: str, steps: list[tuple], path: list[tu
     con.register("wi_result_steps", step_table)
     con.register("wi_result_path", path_table)
     try:
-        con.execute("BEGIN TRANSACTION")
         _execute(con, "whatif/50_persist.sql", {"scenario": scenario, "changes": changes})
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     finally:
         con.unregister("wi_result_steps")
         con.unregister("wi_result_path")

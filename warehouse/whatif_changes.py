@@ -4,12 +4,17 @@ the command line parses them without loading numpy or pyarrow)."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 
 from .errors import CtdaError
 
 ALGORITHMS = ("ring", "tree", "coherent")
+# bounds on the changes (docs/whatif.md): beyond them durations overflow or lose every digit
+MAX_FACTOR = 1e6
+MAX_LATENCY_US = 1e9
+MAX_WORLD_SIZE = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -45,16 +50,29 @@ class Scenario:
         })
 
     def validate(self) -> None:
-        if any(s.factor < 0 for s in self.scales):
-            raise CtdaError("a --scale factor must be 0 or more (0 removes the work)")
-        if self.bandwidth_scale <= 0:
-            raise CtdaError("--comm-bandwidth-scale must be more than 0")
-        if self.latency_us is not None and self.latency_us < 0:
-            raise CtdaError("--comm-latency-us must be 0 or more")
+        # NaN passes every `< 0` test and 1e308 overflows a step to inf: refuse both up front
+        for s in self.scales:
+            if not (math.isfinite(s.factor) and 0 <= s.factor <= MAX_FACTOR):
+                raise CtdaError(f"a --scale factor must be a number from 0 to {MAX_FACTOR:g} "
+                                f"(0 removes the work), not {s.factor!r}")
+        if not (math.isfinite(self.bandwidth_scale) and 1 / MAX_FACTOR <= self.bandwidth_scale <= MAX_FACTOR):
+            raise CtdaError(f"--comm-bandwidth-scale must be a number from {1 / MAX_FACTOR:g} to "
+                            f"{MAX_FACTOR:g}, not {self.bandwidth_scale!r}")
+        if self.latency_us is not None and not (math.isfinite(self.latency_us)
+                                                and 0 <= self.latency_us <= MAX_LATENCY_US):
+            raise CtdaError(f"--comm-latency-us must be a number from 0 to {MAX_LATENCY_US:g}, "
+                            f"not {self.latency_us!r}")
         if self.allreduce is not None and self.allreduce not in ALGORITHMS:
             raise CtdaError(f"--allreduce must be one of {', '.join(ALGORITHMS)}")
-        if self.world_size is not None and self.world_size < 1:
-            raise CtdaError("--world-size must be 1 or more")
+        if self.world_size is not None and not 1 <= self.world_size <= MAX_WORLD_SIZE:
+            raise CtdaError(f"--world-size must be from 1 to {MAX_WORLD_SIZE:,}")
+
+    def check_ranks(self, ranks: set[int]) -> None:
+        """A rank-scoped --scale must name ranks of the replayed runs."""
+        missing = sorted({r for s in self.scales for r in (s.ranks or ())} - ranks)
+        if missing:
+            raise CtdaError(f"--scale names rank {', '.join(map(str, missing))}, which the replayed run(s) "
+                            f"do not have; ranks: {', '.join(map(str, sorted(ranks)))}")
 
 
 RANK_PREFIX = re.compile(r"^rank(\d+(?:,\d+)*):(?!:)")

@@ -15,21 +15,21 @@ CREATE OR REPLACE TEMP MACRO wi_dtype_bytes(dtype) AS
 CREATE OR REPLACE TEMP MACRO wi_collective(name) AS
     regexp_replace(lower(regexp_replace(name, '^(nccl|gloo):', '')), '[^a-z]|base$', '', 'g');
 
--- Bus bytes per message byte (NCCL's bus-bandwidth factors).
+-- Bus bytes per message byte (NCCL's bus-bandwidth factors); a group of one rank moves none.
 CREATE OR REPLACE TEMP MACRO wi_bus_factor(collective, n, algorithm) AS
-    CASE WHEN n <= 1 THEN 1.0
+    CASE WHEN n <= 1 THEN 0.0
          WHEN collective = 'allreduce' AND algorithm = 'coherent' THEN (n - 1) / n
          WHEN collective = 'allreduce' THEN 2.0 * (n - 1) / n
          WHEN collective IN ('allgather', 'reducescatter', 'alltoall') THEN (n - 1) / n
          ELSE 1.0 END;
 
--- Latency steps of one collective.
+-- Latency steps of one collective (none in a group of one rank).
 CREATE OR REPLACE TEMP MACRO wi_latency_steps(collective, n, algorithm) AS
-    greatest(1.0, CASE
+    CASE WHEN n <= 1 THEN 0.0 ELSE greatest(1.0, CASE
         WHEN collective = 'allreduce' AND algorithm = 'tree' THEN 2.0 * ceil(log2(n))
         WHEN collective = 'allreduce' AND algorithm = 'coherent' THEN n - 1.0
         WHEN collective = 'allreduce' THEN 2.0 * (n - 1)
-        ELSE n - 1.0 END);
+        ELSE n - 1.0 END) END;
 
 -- Communication work on the device (NCCL kernels): metadata on the kernel (2024+ traces), else
 -- from the `nccl:*` annotation around the call that launched it (Input Dims x Input type).
@@ -81,12 +81,13 @@ SELECT * FROM annotated WHERE bytes > 0 AND group_size >= 1;
 
 -- Fit over the fastest sample of each size (slower ones waited for other ranks). One size, or
 -- a fit that is not increasing or whose latency exceeds the quickest sample, keeps the pure
--- bandwidth model through the best observed throughput.
+-- bandwidth model through the best observed throughput. A one-rank group moved no bytes: it
+-- tells nothing about the network.
 CREATE OR REPLACE TEMP TABLE wi_comm_fit AS
 WITH per_size AS (
     SELECT run_id, collective, bytes * wi_bus_factor(collective, group_size, 'ring') AS bus_bytes,
            min(dur_us) AS fastest_us, count(*) AS samples
-    FROM wi_collectives GROUP BY ALL
+    FROM wi_collectives WHERE group_size > 1 GROUP BY ALL
 ),
 fit AS (
     SELECT run_id, collective, regr_slope(fastest_us, bus_bytes) AS slope,

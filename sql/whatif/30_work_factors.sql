@@ -13,7 +13,8 @@ WITH modelled AS (
                / (f.bytes_per_us * $bandwidth_scale) AS after_us
     FROM wi_collectives AS c
     JOIN wi_comm_fit AS f USING (run_id, collective)
-    WHERE $network_changed
+    -- a recorded one-rank collective moved nothing: no model of it to change
+    WHERE $network_changed AND c.group_size > 1
 )
 -- the unexplained part of the measured time (waiting for other ranks) stays as it is
 SELECT run_id, rank, event_id, 'gpu/' || stream AS lane, ts_us, end_us,
