@@ -5,7 +5,11 @@
 -- param: step BIGINT = NULL        step (window) number; all steps when NULL
 -- param: method VARCHAR = NULL     ctda, per_thread or cross_rank; all when NULL
 -- param: top INTEGER = 1000        rows to keep
--- counted + cpu_gap + gpu_idle + launch_delay + between_nodes + slack_before + slack_after = step
+-- counted + cpu_gap + gpu_idle + launch_delay + between_nodes + slack_before + slack_after
+--   + queued_idle = step. queued_idle_us: a device sat idle with work queued (an op on the path
+--   waited more than 100 us on an idle stream) for a cause the trace does not show: events
+--   missing from it, or a wait on another rank (see method cross_rank). The other device
+--   categories are what is left: gpu_idle_us a device with nothing to do.
 -- A window the engine found no path in (nothing on it to place) is still listed, with CPCR 0,
 -- the whole step as slack_before_us and the reason in `note`. A cross_rank path is one per
 -- step, on the rank that finished last: the other ranks' windows of that step are not missing it.
@@ -13,10 +17,15 @@ WITH path AS (
     SELECT run_id, rank, step, method,
            sum(counted_us) AS path_us,
            coalesce(sum(counted_end_us - counted_start_us - counted_us) FILTER (WHERE kind = 'cpu'), 0) AS cpu_gap_us,
-           coalesce(sum(counted_end_us - counted_start_us - counted_us) FILTER (WHERE kind = 'gpu'), 0) AS gpu_idle_us,
-           coalesce(sum(gap_before_us) FILTER (WHERE gap_kind = 'launch_delay'), 0) AS launch_delay_us,
-           coalesce(sum(gap_before_us) FILTER (WHERE gap_kind = 'between_nodes'), 0) AS between_nodes_us,
-           coalesce(sum(gap_before_us) FILTER (WHERE gap_kind = 'slack_before'), 0) AS slack_before_us,
+           coalesce(sum(counted_end_us - counted_start_us - counted_us - coalesce(queued_idle_us, 0))
+                    FILTER (WHERE kind = 'gpu'), 0) AS gpu_idle_us,
+           coalesce(sum(gap_before_us - coalesce(queued_gap_us, 0)) FILTER (WHERE gap_kind = 'launch_delay'), 0)
+               AS launch_delay_us,
+           coalesce(sum(gap_before_us - coalesce(queued_gap_us, 0)) FILTER (WHERE gap_kind = 'between_nodes'), 0)
+               AS between_nodes_us,
+           coalesce(sum(gap_before_us - coalesce(queued_gap_us, 0)) FILTER (WHERE gap_kind = 'slack_before'), 0)
+               AS slack_before_us,
+           coalesce(sum(coalesce(queued_gap_us, 0) + coalesce(queued_idle_us, 0)), 0) AS queued_idle_us,
            -- the last row's end (a cross_rank path's rows keep their own ranks' clocks)
            arg_max(counted_end_us, seq) AS last_counted_end_us,
            count(*) AS path_nodes
@@ -39,10 +48,15 @@ window_paths AS (
            coalesce(p.launch_delay_us, 0) AS launch_delay_us,
            coalesce(p.between_nodes_us, 0) AS between_nodes_us,
            coalesce(p.slack_before_us, w.window_us) AS slack_before_us,
+           coalesce(p.queued_idle_us, 0) AS queued_idle_us,
            coalesce(w.e2e_end_us - p.last_counted_end_us, 0) AS slack_after_us,
            coalesce(p.path_nodes, 0) AS path_nodes,
            CASE WHEN p.run_id IS NULL
-                THEN 'no critical path: the window holds no CPU or GPU work to place on one' END AS note
+                    THEN 'no critical path: the window holds no CPU or GPU work to place on one'
+                WHEN p.queued_idle_us > 0
+                    THEN 'device idle with work queued for ' || printf('%.1f', p.queued_idle_us / 1000)
+                         || ' ms: the cause is not in the trace (events missing, or a wait on another rank)'
+           END AS note
     FROM analysis_windows AS w
     JOIN run_methods AS m USING (run_id)
     LEFT JOIN path AS p USING (run_id, rank, step, method)
@@ -55,7 +69,7 @@ SELECT r.name AS run, p.rank, p.step, p.method,
        p.path_us,
        CASE WHEN p.window_us > 0 THEN p.path_us / p.window_us ELSE 0 END AS cpcr,
        p.cpu_gap_us, p.gpu_idle_us, p.launch_delay_us, p.between_nodes_us, p.slack_before_us,
-       p.slack_after_us,
+       p.slack_after_us, p.queued_idle_us,
        p.path_nodes,
        p.note
 FROM window_paths AS p

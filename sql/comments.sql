@@ -114,6 +114,8 @@ COMMENT ON COLUMN critical_path.edge_type IS 'type of the edge from this node to
 COMMENT ON COLUMN critical_path.gap_before_us IS 'time between the previous counted window and this one';
 COMMENT ON COLUMN critical_path.gap_kind IS 'slack_before, launch_delay or between_nodes';
 COMMENT ON COLUMN critical_path.node_rank IS 'rank of the node: rank for per-rank methods, the rank the path passed through for cross_rank';
+COMMENT ON COLUMN critical_path.queued_gap_us IS 'part of gap_before_us in which a device op of this node sat queued on an idle stream with no cause in the trace (events missing, or a wait on another rank)';
+COMMENT ON COLUMN critical_path.queued_idle_us IS 'part of the idle time inside this node''s counted window in which one of its device ops sat queued on an idle stream with no cause in the trace';
 
 COMMENT ON TABLE path_events IS 'every event counted on a critical path, with its self and inclusive time';
 COMMENT ON COLUMN path_events.run_id IS 'run key (runs.run_id)';

@@ -39,7 +39,7 @@ CHECKS = {
     "every remainder is >= 0": """
         SELECT run, rank, step, method FROM cpcr_rows
         WHERE least(cpu_gap_us, gpu_idle_us, launch_delay_us, between_nodes_us, slack_before_us,
-                    slack_after_us) < -1e-6""",
+                    slack_after_us, queued_idle_us) < -1e-6""",
     "counted time fits inside its window": """
         SELECT run_id, rank, step, method, seq FROM critical_path
         WHERE counted_us < -1e-6 OR counted_us > counted_end_us - counted_start_us + 1e-6""",
@@ -58,7 +58,7 @@ CHECKS = {
     "counted + remainder = step": """
         SELECT run, rank, step, method FROM cpcr_rows
         WHERE abs(path_us + cpu_gap_us + gpu_idle_us + launch_delay_us + between_nodes_us
-                  + slack_before_us + slack_after_us - step_us) > 1e-6 * greatest(step_us, 1)""",
+                  + slack_before_us + slack_after_us + queued_idle_us - step_us) > 1e-6 * greatest(step_us, 1)""",
     # node ids are per rank: a cross_rank path may hold node 4 of two ranks
     "hotspot self time adds up to path time": """
         SELECT c.run_id, c.rank, c.step, c.method FROM critical_path c

@@ -163,10 +163,13 @@ def test_a_kernel_released_9us_after_an_all_reduce_waited_for_it(tmp_path):
     assert con.execute("SELECT bool_and(inferred) FROM edges WHERE type = 'sync'").fetchone()[0] is True
 
 
-def test_a_tight_wait_gap_misses_the_hand_off_and_calls_it_launch_delay(tmp_path):
+def test_a_tight_wait_gap_misses_the_hand_off_and_names_the_wait_unexplained(tmp_path):
+    # the kernel sat queued on an idle stream from 50 to 5,029: without the hand-off the
+    # cause is not in the trace, and the cpcr report says so instead of calling it launch delay
     con = analyzed(handoff_trace(9), tmp_path, AnalysisSettings(wait_gap_us=5))
     assert "ncclDevKernel_AllReduce_Sum_f32_RING_LL" not in path_event_names(con, "ctda")
-    assert remainder(con)["launch_delay_us"] > 4_000
+    assert remainder(con)["queued_idle_us"] == pytest.approx(4_979)
+    assert remainder(con)["launch_delay_us"] < 10
 
 
 # ---- steps partition the timeline --------------------------------------------------------
@@ -208,7 +211,7 @@ def test_the_cpcr_report_agrees_with_the_steps_table(tmp_path):
         row = remainder(con, step)
         assert row["step_us"] == pytest.approx(step_us[step])
         parts = ("path_us", "cpu_gap_us", "gpu_idle_us", "launch_delay_us", "between_nodes_us",
-                 "slack_before_us", "slack_after_us")
+                 "slack_before_us", "slack_after_us", "queued_idle_us")
         assert sum(row[p] for p in parts) == pytest.approx(step_us[step])
 
 

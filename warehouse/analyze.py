@@ -24,11 +24,17 @@ STAGES = (
 class AnalysisSettings:
     # a sync call may return this long after the GPU work it waited for ended (clock skew)
     sync_tolerance_us: float = 20.0
-    # a kernel starting this long after its launch and stream predecessor, within this long
-    # of work on another stream ending, waited for that work. 15 us covers the hand-offs
-    # measured on real traces (2-11 us compute-side, 6-9 us NCCL -> compute on A100s);
-    # docs/method.md has the distribution
-    wait_gap_us: float = 15.0
+    # an op that sat past its launch and its stream predecessor waited for an op on another
+    # stream that ended within a tenth of that wait before it started (at least 15 us, at most
+    # 100 us): docs/method.md has the measured hand-offs and chance rates. A number here
+    # (`--wait-gap-us`) makes the tolerance that number whatever the wait.
+    wait_gap_us: float | None = None
+    wait_gap_floor_us: float = 15.0
+    wait_gap_max_us: float = 100.0
+    wait_gap_ratio: float = 0.1
+    # a device op queued on an idle stream longer than this, with no wait found for it, idled
+    # for a cause the trace does not show (ordinary gaps between queued ops: p99 <= 17 us)
+    queue_idle_min_us: float = 100.0
     # split GPU nodes where the stream went idle waiting for the next launch
     split_starved: bool = True
     starve_gap_us: float = 1.0
@@ -96,7 +102,8 @@ def run_stages(con: duckdb.DuckDBPyConnection, run_id: int | None, methods: list
     figures (analysis_counts), windows 0 when nothing matched."""
     params = {
         "run_id": run_id, "window_prefix": window_prefix, "methods": crossrank.per_rank_methods(methods),
-        "sync_tolerance_us": settings.sync_tolerance_us, "wait_gap_us": settings.wait_gap_us,
+        "sync_tolerance_us": settings.sync_tolerance_us, **wait_gap_params(settings),
+        "queue_idle_min_us": settings.queue_idle_min_us,
         "split_starved": settings.split_starved, "starve_gap_us": settings.starve_gap_us,
     }
     _execute_stage(con, "seed_phase_rules.sql", {})
@@ -105,6 +112,15 @@ def run_stages(con: duckdb.DuckDBPyConnection, run_id: int | None, methods: list
             _execute_stage(con, stage, params)
             advance()
     return analysis_counts(con)
+
+
+def wait_gap_params(settings: AnalysisSettings) -> dict:
+    """The hand-off tolerance's parameters: adaptive by default, fixed with --wait-gap-us."""
+    if settings.wait_gap_us is not None:
+        fixed = settings.wait_gap_us
+        return {"wait_gap_us": fixed, "wait_gap_max_us": fixed, "wait_gap_ratio": 0.0}
+    return {"wait_gap_us": settings.wait_gap_floor_us, "wait_gap_max_us": settings.wait_gap_max_us,
+            "wait_gap_ratio": settings.wait_gap_ratio}
 
 
 NO_WINDOWS = "nothing to analyze: no steps or windows matched (ingest traces first)"

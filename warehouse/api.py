@@ -124,8 +124,8 @@ class Warehouse:
 
         settings = AnalysisSettings(split_starved=split_starved)
         if wait_gap_us is not None:
-            if wait_gap_us < 0:
-                raise CtdaError(f"wait_gap_us must be >= 0, got {wait_gap_us}")
+            if not 0 <= wait_gap_us < float("inf"):  # NaN fails both comparisons
+                raise CtdaError(f"wait_gap_us must be a finite number >= 0, got {wait_gap_us}")
             settings = replace(settings, wait_gap_us=float(wait_gap_us))
         if self.lake is not None:
             return self._on_lake("analyze", run=run, method=method, window=window, settings=settings,

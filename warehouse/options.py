@@ -49,8 +49,10 @@ ANALYZE_OPTIONS = (
            "PREFIX"),
     Option("--no-split-starved", "keep one GPU node per CPU node and stream, as the method's paper does, "
            "instead of splitting it where the GPU sat idle waiting for a launch"),
-    Option("--wait-gap-us", "a kernel starting this long after its launch and stream predecessor waited "
-           "for work on another stream (default: 15, measured in docs/method.md)", "N", type=float),
+    Option("--wait-gap-us", "a fixed hand-off tolerance: a kernel that sat past its launch and stream "
+           "predecessor waited for work on another stream that ended within N us before it started "
+           "(default: adaptive, a tenth of the wait within 15-100 us; measured in docs/method.md)",
+           "N", type=float),
 )
 
 
@@ -86,7 +88,7 @@ def analysis_settings(args: argparse.Namespace):
 
     settings = AnalysisSettings(split_starved=not args.no_split_starved)
     if args.wait_gap_us is not None:
-        if args.wait_gap_us < 0:
-            raise CtdaError(f"--wait-gap-us must be 0 or more, got {args.wait_gap_us:g}")
+        if not 0 <= args.wait_gap_us < float("inf"):  # NaN fails both comparisons
+            raise CtdaError(f"--wait-gap-us must be a finite number, 0 or more, got {args.wait_gap_us:g}")
         settings = replace(settings, wait_gap_us=args.wait_gap_us)
     return settings

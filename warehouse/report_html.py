@@ -30,6 +30,7 @@ STEP_SPLIT = (
     ("cpu_gap_us", "CPU gaps in path nodes", "#ff9896"),
     ("gpu_idle_us", "GPU idle in path nodes", "#c5b0d5"),
     ("queued_idle_us", "device idle with work queued, cause not in the trace", "#8c564b"),
+    ("queued_idle_us", "device idle with work queued, cause not in the trace", "#8c564b"),
     ("launch_delay_us", "launch delay", "#ffbb78"),
     ("between_nodes_us", "between path nodes", "#9edae5"),
     ("slack_before_us", "slack before the first node", "#dbdb8d"),

@@ -84,19 +84,35 @@ JOIN cp_gpu_in_window AS g ON g.run_id = s.run_id AND g.rank = s.rank AND g.stre
     AND g.launch_start_us > s.wait_call_ts_us
 GROUP BY ALL;
 
--- Inferred cross-stream waits (traces without cuda_sync events): an op that starts well
--- after both its launch and its stream predecessor, right after an op on another stream ended.
+-- Inferred cross-stream waits (traces without cuda_sync events): an op that sat well past both
+-- its launch and its stream predecessor waited for something; an op on another stream that
+-- was launched before it and ended just before it started is the likely cause. "Just before"
+-- weighs the evidence: the longer the op sat, the wider the gap that still reads as a
+-- hand-off: a tenth of the wait, at least $wait_gap_us (hand-offs measured at 1-11 us) and
+-- at most $wait_gap_max_us (beyond it, unrelated ends become likely by chance). docs/method.md
+-- has the measurements. `--wait-gap-us N` makes the tolerance N whatever the wait.
 CREATE OR REPLACE TEMP TABLE cp_inferred_waits AS
+WITH waited AS (
+    SELECT k.run_id, k.rank, k.event_id, k.stream, k.ts_us, k.launch_start_us,
+           least($wait_gap_max_us, greatest($wait_gap_us, $wait_gap_ratio * (k.ts_us - greatest(
+               coalesce(k.prev_end_on_stream, '-infinity'::DOUBLE),
+               coalesce(k.launch_enqueued_us, '-infinity'::DOUBLE))))) AS tolerance_us
+    FROM cp_gpu_in_window AS k
+    WHERE k.cpu_node IS NOT NULL
+      AND k.ts_us > greatest(coalesce(k.prev_end_on_stream, '-infinity'::DOUBLE),
+                             coalesce(k.launch_enqueued_us, '-infinity'::DOUBLE)) + $wait_gap_us
+      AND (k.run_id, k.rank) NOT IN (SELECT DISTINCT run_id, rank FROM cp_sync_events)
+)
 SELECT k.run_id, k.rank, arg_max(o.event_id, o.end_us) AS source_event_id, k.event_id AS target_event_id,
        true AS inferred
-FROM cp_gpu_in_window AS k
+FROM waited AS k
 JOIN cp_gpu_ops AS o
     ON o.run_id = k.run_id AND o.rank = k.rank AND o.stream <> k.stream
-   AND o.end_us <= k.ts_us AND o.end_us >= k.ts_us - $wait_gap_us
-WHERE k.cpu_node IS NOT NULL
-  AND k.ts_us > greatest(coalesce(k.prev_end_on_stream, '-infinity'::DOUBLE),
-                         coalesce(k.launch_enqueued_us, '-infinity'::DOUBLE)) + $wait_gap_us
-  AND (k.run_id, k.rank) NOT IN (SELECT DISTINCT run_id, rank FROM cp_sync_events)
+   AND o.end_us <= k.ts_us AND o.end_us >= k.ts_us - $wait_gap_max_us
+-- a cause was enqueued before the op that waited for it (an event is recorded after its op's
+-- launch and waited on before the waiting op's launch); work with no traced launch may be one
+WHERE o.end_us >= k.ts_us - k.tolerance_us
+  AND (o.launch_start_us IS NULL OR k.launch_start_us IS NULL OR o.launch_start_us < k.launch_start_us)
 GROUP BY k.run_id, k.rank, k.event_id;
 
 CREATE OR REPLACE TEMP TABLE cp_stream_waits AS
