@@ -627,3 +627,130 @@ def test_an_analysis_replaces_the_previous_one_whole_on_a_lake(lake_cli, tmp_pat
         assert result.code == 0, result.err
     assert lake_cli("query", "SELECT count(*) FROM analysis_windows", "-f", "csv", "--lake", str(lake)).out == before
     _assert_same(lake_cli, db, lake)
+
+
+@pytest.fixture(scope="module")
+def ingested_lake(cluster, tmp_path_factory) -> Path:
+    """A lake of run `two` (two ranks), ingested once; tests damage copies of it."""
+    from warehouse import Warehouse
+
+    root = tmp_path_factory.mktemp("ingested")
+    with Warehouse(lake=root / "lake", scheduler=cluster) as wh:
+        wh.ingest([_two_rank_folder(root / "small")], run="two")
+    return root / "lake"
+
+
+def _copy_of(lake: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    shutil.copytree(lake, tmp_path / "lake")
+    return tmp_path / "lake"
+
+
+def _files(lake: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(lake)): p.read_bytes() for p in sorted(lake.rglob("*")) if p.is_file()}
+
+
+def _one_error(result) -> str:
+    lines = result.err.strip().splitlines()
+    assert result.code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.err
+    assert "Traceback" not in result.err
+    return lines[0]
+
+
+@pytest.mark.parametrize("target", ["events/run=two/rank=0/zz.parquet", "runs.parquet", "elsewhere.parquet"])
+def test_safe_on_a_lake_is_read_only(lake_cli, ingested_lake, tmp_path, target):
+    """--safe let SQL COPY into the lake (rows every later reader saw, or a broken runs.parquet)."""
+    lake = _copy_of(ingested_lake, tmp_path)
+    before = _files(lake)
+    copy = f"COPY (SELECT 1 AS x) TO '{lake / target}' (FORMAT parquet)"
+    _one_error(lake_cli("query", copy, "--lake", str(lake), "--safe"))
+    assert _files(lake) == before
+    ok = lake_cli("query", "SELECT count(DISTINCT rank) FROM events", "-f", "csv", "--lake", str(lake), "--safe")
+    assert ok.code == 0 and ok.out.splitlines()[1] == "2", ok.err
+
+
+def test_a_lake_that_lost_runs_parquet_is_refused(lake_cli, ingested_lake, tmp_path):
+    """A new ingest took run id 1 again and `report runs` showed it with the old run's ranks."""
+    lake = _copy_of(ingested_lake, tmp_path)
+    (lake / "runs.parquet").unlink()
+    before = _files(lake)
+    more = tmp_path / "more.json"
+    training_trace(0, 1).write(more)
+    for args in (("ingest", "-q", str(more), "--run", "more"), ("analyze", "-q"), ("report", "runs"),
+                 ("query", "SELECT 1")):
+        line = _one_error(lake_cli(*args, "--lake", str(lake)))
+        assert "runs.parquet is missing" in line and "two" in line
+    assert _files(lake) == before
+
+
+@pytest.mark.parametrize("damage", ["empty", "garbage", "folder", "tmp_file", "lock_folder"])
+def test_a_damaged_lake_gives_one_error_line(lake_cli, ingested_lake, tmp_path, damage):
+    """runs.parquet empty, garbage or a folder; a file where a folder goes: tracebacks before."""
+    lake = _copy_of(ingested_lake, tmp_path)
+    runs = lake / "runs.parquet"
+    if damage == "empty":
+        runs.write_bytes(b"")
+    elif damage == "garbage":
+        runs.write_bytes(b"not parquet at all\n")
+    elif damage == "folder":
+        runs.unlink()
+        runs.mkdir()
+    elif damage == "tmp_file":  # a stray file named like the staging folder: ingest still works
+        (lake / "_tmp").write_text("x")
+    elif damage == "lock_folder":
+        (lake / lakemod.WRITER_LOCK).unlink(missing_ok=True)
+        (lake / lakemod.WRITER_LOCK).mkdir()
+    more = tmp_path / "more.json"
+    training_trace(0, 1).write(more)
+    result = lake_cli("ingest", "-q", str(more), "--run", "more", "--lake", str(lake))
+    if damage == "tmp_file":
+        assert result.code == 0, result.err
+        return
+    line = _one_error(result)
+    assert ("runs.parquet" in line) if damage != "lock_folder" else (lakemod.WRITER_LOCK in line)
+    _one_error(lake_cli("analyze", "-q", "--lake", str(lake)))
+
+
+def test_a_lost_events_partition_is_named_and_analyze_refuses_the_run(lake_cli, ingested_lake, tmp_path):
+    """`query` counted the events that were left while `report runs` counted all; analyze then
+    overwrote good paths with paths of part of the events."""
+    import shutil
+
+    lake = _copy_of(ingested_lake, tmp_path)
+    shutil.rmtree(lake / "events" / "run=two" / "rank=1")
+    line = _one_error(lake_cli("analyze", "-q", "--lake", str(lake)))
+    assert "run two" in line and "rank(s) 1 have no events partition" in line
+    read = lake_cli("query", "SELECT count(*) FROM steps", "--lake", str(lake))
+    assert read.code == 0 and "warning: " in read.err and "rank(s) 1 have no events partition" in read.err
+
+
+def test_orphan_partitions_and_stray_files_are_not_read_as_data(lake_cli, ingested_lake, tmp_path):
+    import shutil
+
+    lake = _copy_of(ingested_lake, tmp_path)
+    count = ("SELECT count(*), count(DISTINCT rank), count(DISTINCT run_id) FROM steps", "-f", "csv")
+    before = lake_cli("query", *count, "--lake", str(lake)).out
+    steps = lake / "steps" / "run=two"
+    shutil.copytree(steps, lake / "steps" / "run=zzz")
+    shutil.copytree(steps / "rank=0", steps / "rank=abc")
+    shutil.copytree(steps / "rank=0", steps / "rank=7")
+    (steps / "rank=7" / lakemod.PART_FILE).rename(steps / "rank=7" / "part-0.parquet.bak")
+    (steps / "rank=0" / "notes.txt").write_text("not data")
+    for safe in ((), ("--safe",)):
+        after = lake_cli("query", *count, "--lake", str(lake), *safe)
+        assert after.code == 0 and after.out == before, after.err
+        assert "skipped what is not a partition of a listed run" in after.err and "rank=abc" in after.err
+
+
+def test_an_unfinished_ingest_is_reported_until_it_is_run_again(lake_cli, ingested_lake, tmp_path):
+    """A killed `ingest --replace` left a run mixing ranks of two recordings, and nothing warned."""
+    lake = _copy_of(ingested_lake, tmp_path)
+    lakemod.mark_ingest_pending(lake, "two")  # what a killed ingest of run two leaves
+    read = lake_cli("query", "SELECT 1", "--lake", str(lake))
+    assert read.code == 0 and "run two: an ingest of it did not finish" in read.err
+    assert "did not finish" in _one_error(lake_cli("analyze", "-q", "--lake", str(lake)))
+    again = lake_cli("ingest", "-q", str(ingested_lake.parent / "small"), "--run", "two", "--replace", "--lake", str(lake))
+    assert again.code == 0, again.err
+    assert lake_cli("query", "SELECT 1", "--lake", str(lake)).err == ""
+    assert lake_cli("analyze", "-q", "--lake", str(lake)).code == 0

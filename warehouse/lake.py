@@ -108,9 +108,30 @@ def lake_path(value: str | Path, must_exist: bool = False) -> Path:
                             "own run or rank partition; put the lake under a folder without run= or rank=")
     if path.exists() and not path.is_dir():
         raise CtdaError(f"lake {value}: not a folder")
-    if must_exist and not (path / RUNS_FILE).is_file():
+    if must_exist and not (path / RUNS_FILE).exists():
+        if held_run_names(path):
+            raise CtdaError(lost_runs_message(path))
         raise CtdaError(f"no lake at {value}; run `ctda-sql ingest --lake {value} PATH` first")
     return path
+
+
+def held_run_names(lake: Path) -> list[str]:
+    """The runs that have partitions in the lake, whatever runs.parquet says."""
+    names = set()
+    for table in PARTITIONED:
+        folder = lake / table
+        if folder.is_dir():
+            names |= {p.name.removeprefix("run=") for p in folder.iterdir() if p.name.startswith("run=")}
+    return sorted(names)
+
+
+def lost_runs_message(lake: Path) -> str:
+    """runs.parquet gone from a lake that holds runs: a new run would take an id already used
+    and be read together with an old one (issue 35 item 4), so the lake is refused."""
+    names = held_run_names(lake)
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (f"lake {lake}: {RUNS_FILE} is missing but the lake holds partitions of run(s) {shown}; "
+            f"restore {RUNS_FILE} from a copy, or ingest the traces into a new lake")
 
 
 def partition_dir(lake: Path, table: str, run: str, rank: int) -> Path:
@@ -127,7 +148,7 @@ def ranks_of(lake: Path, table: str, run: str) -> list[int]:
 
 def partition_files(lake: Path, table: str, run: str, rank: int) -> list[Path]:
     folder = partition_dir(lake, table, run, rank)
-    return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    return sorted(f for f in folder.glob("*.parquet") if f.is_file()) if folder.is_dir() else []
 
 
 def new_staging_dir(lake: Path) -> Path:
@@ -159,7 +180,10 @@ def sole_writer(lake: Path) -> Iterator[None]:
 
 def remove_stale_staging(lake: Path) -> None:
     """Staging folders left by killed tasks (called by the client before new work starts)."""
-    shutil.rmtree(lake / TMP, ignore_errors=True)
+    staging = lake / TMP
+    if staging.is_symlink() or (staging.exists() and not staging.is_dir()):
+        staging.unlink()  # not a folder of ours: a stray file of that name would stop every task
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def publish(staged: Path, target: Path) -> None:
@@ -345,10 +369,28 @@ _RUNS_SCHEMA = pa.schema([
 
 
 def read_runs(lake: Path) -> list[dict]:
+    """The lake's runs; a CtdaError when runs.parquet is missing from a lake that holds runs,
+    or cannot be read as the runs table."""
     path = lake / RUNS_FILE
-    if not path.is_file():
+    if not path.exists():
+        if held_run_names(lake):
+            raise CtdaError(lost_runs_message(lake))
         return []
-    return pq.read_table(path).to_pylist()
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:  # a folder, an empty or garbage file
+        raise CtdaError(f"lake {lake}: {RUNS_FILE} cannot be read ({_first(exc)}); restore it from a copy, "
+                        "or ingest the traces into a new lake") from None
+    missing = [f.name for f in _RUNS_SCHEMA if f.name not in table.column_names]
+    if missing:
+        raise CtdaError(f"lake {lake}: {RUNS_FILE} is not a runs table (no column {', '.join(missing)}); "
+                        "restore it from a copy, or ingest the traces into a new lake")
+    return table.select([f.name for f in _RUNS_SCHEMA]).to_pylist()
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def write_runs(lake: Path, runs: list[dict]) -> None:
@@ -361,6 +403,78 @@ def write_runs(lake: Path, runs: list[dict]) -> None:
     tmp = lake / f".{RUNS_FILE}.{uuid.uuid4().hex}.tmp"
     pq.write_table(table, tmp, compression="zstd")
     os.replace(tmp, lake / RUNS_FILE)
+
+
+# ---- integrity -----------------------------------------------------------------------------
+
+PENDING = "_pending"  # LAKE/_pending/NAME: an ingest of run NAME started and has not finished
+
+
+def mark_ingest_pending(lake: Path, run: str) -> None:
+    folder = lake / PENDING
+    folder.mkdir(exist_ok=True)
+    (folder / run).touch()
+
+
+def clear_ingest_pending(lake: Path, run: str) -> None:
+    (lake / PENDING / run).unlink(missing_ok=True)
+
+
+def pending_ingests(lake: Path) -> list[str]:
+    folder = lake / PENDING
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def lake_problems(lake: Path, runs: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """What is wrong with the lake's files: per run, the damage that makes its results wrong (a
+    rank whose events, steps or threads partition is gone; an ingest that did not finish,
+    which may leave ranks of two recordings); and the folders and files that are no data
+    (orphan partitions, stray files), which readers skip."""
+    damaged: dict[str, list[str]] = {}
+    listed = set(runs)
+    for run in runs:
+        traced = set(ranks_of(lake, "traces", run))
+        for table in ("events", "steps", "threads"):
+            lacking = sorted(r for r in traced if not partition_files(lake, table, run, r))
+            if lacking:
+                damaged.setdefault(run, []).append(
+                    f"rank(s) {', '.join(map(str, lacking))} have no {table} partition")
+    for run in pending_ingests(lake):
+        damaged.setdefault(run, []).append("an ingest of it did not finish, so its ranks may come from "
+                                           "two recordings")
+    skipped = []
+    for table in PARTITIONED:
+        folder = lake / table
+        if not folder.is_dir():
+            continue
+        for run_folder in sorted(folder.iterdir()):
+            if not (run_folder.is_dir() and run_folder.name.removeprefix("run=") in listed
+                    and run_folder.name.startswith("run=")):
+                skipped.append(str(run_folder.relative_to(lake)))
+                continue
+            for rank_folder in sorted(run_folder.iterdir()):
+                if not (rank_folder.is_dir() and _PARTITION.fullmatch(rank_folder.name)):
+                    skipped.append(str(rank_folder.relative_to(lake)))
+                    continue
+                skipped += [str(f.relative_to(lake)) for f in sorted(rank_folder.iterdir())
+                            if not (f.is_file() and f.suffix == ".parquet")]
+    return damaged, skipped
+
+
+def damage_message(lake: Path, run: str, problems: list[str]) -> str:
+    return (f"lake {lake}: run {run}: {'; '.join(problems)}; ingest its traces again "
+            "(with --replace) before trusting its results")
+
+
+def lake_warnings(lake: Path) -> list[str]:
+    """One line per damaged run and one for the skipped folders and files: what a reader of
+    the lake is told on stderr."""
+    damaged, skipped = lake_problems(lake, [r["name"] for r in read_runs(lake)])
+    lines = [damage_message(lake, run, problems) for run, problems in sorted(damaged.items())]
+    if skipped:
+        shown = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+        lines.append(f"lake {lake}: skipped what is not a partition of a listed run: {shown}")
+    return lines
 
 
 # ---- reading -------------------------------------------------------------------------------
@@ -388,18 +502,39 @@ def _typed_select(con, table: str, source: str) -> str:
     return f"SELECT {', '.join(items)} FROM {source}"
 
 
-def attach_views(con: duckdb.DuckDBPyConnection, lake: Path, describe: bool = True) -> list[str]:
+def data_files(lake: Path, table: str, runs: list[str]) -> list[Path]:
+    """The files that are `table`'s data: *.parquet files in run=NAME/rank=N folders of the
+    lake's runs (runs.parquet). Orphan partitions (a run the lake does not list, rank=abc) and
+    stray files are not read as data (lake_problems names them)."""
+    return [f for run in runs for rank in ranks_of(lake, table, run) for f in partition_files(lake, table, run, rank)]
+
+
+def attach_views(con: duckdb.DuckDBPyConnection, lake: Path, describe: bool = True,
+                 read_only_files: bool = False) -> list[str]:
     """Replace the warehouse tables of `con` (an in-memory warehouse) by views over the lake;
     tables the lake has no file for stay as the schema's empty tables. With `describe`, each
     view keeps its table's COMMENTs (the shell's .schema and completion menus show them).
-    Returns the view names."""
+    With `read_only_files` (--safe), the views read the files through Arrow datasets, so the
+    connection's SQL needs no file access at all: DuckDB's allowed_directories would let SQL
+    write into the lake too (COPY ... TO 'LAKE/...'). Returns the view names."""
+    runs = [r["name"] for r in read_runs(lake)]
     sources = {}
     if (lake / RUNS_FILE).is_file():
-        sources["runs"] = f"read_parquet({_literal(lake / RUNS_FILE)})"
+        if read_only_files:
+            con.register("lake_runs", pq.read_table(lake / RUNS_FILE))
+            sources["runs"] = "lake_runs"
+        else:
+            sources["runs"] = f"read_parquet({_literal(lake / RUNS_FILE)})"
     for table in PARTITIONED:
-        if any((lake / table).glob("run=*/rank=*/*.parquet")):
-            glob = _literal(lake / table, "/run=*/rank=*/*.parquet")
-            sources[table] = (f"read_parquet({glob}, hive_partitioning = true, "
+        files = data_files(lake, table, runs)
+        if not files:
+            continue
+        if read_only_files:
+            con.register(f"lake_{table}", _dataset(lake, table, files))
+            sources[table] = f"lake_{table}"
+        else:
+            listed = ", ".join(_literal(f) for f in files)
+            sources[table] = (f"read_parquet([{listed}], hive_partitioning = true, "
                               "hive_types = {'run': VARCHAR, 'rank': INTEGER}, union_by_name = true)")
     comments = _comment_statements(con, list(sources)) if describe else ""
     for table, source in sources.items():
@@ -409,6 +544,17 @@ def attach_views(con: duckdb.DuckDBPyConnection, lake: Path, describe: bool = Tr
     if comments:
         con.execute(comments)
     return list(sources)
+
+
+def _dataset(lake: Path, table: str, files: list[Path]):
+    """An Arrow dataset of the files with the run and rank of their folders; the files'
+    schemas unified (a lake's files may differ in columns, as union_by_name allows)."""
+    import pyarrow.dataset as ds
+
+    keys = pa.schema([("run", pa.string()), ("rank", pa.int32())])
+    schema = pa.unify_schemas([pq.read_schema(f) for f in files] + [keys])
+    return ds.dataset([str(f) for f in files], schema=schema, format="parquet",
+                      partitioning=ds.partitioning(keys, flavor="hive"), partition_base_dir=str(lake / table))
 
 
 def _comment_statements(con, tables: list[str]) -> str:
@@ -439,13 +585,17 @@ def open_lake(lake_dir: str | Path, for_sql: str | None = None, safe: bool = Fal
     from . import sqlfiles
 
     lake = lake_path(lake_dir, must_exist=True)
+    import sys
+
+    for line in lake_warnings(lake):  # a damaged lake is still read, but never silently
+        print(f"warning: {line}", file=sys.stderr)
     one_shot = macros_for is not None
     con = connect(":memory:", for_sql=for_sql, macros_for=macros_for, scratch=one_shot)
     try:
-        attach_views(con, lake, describe=not one_shot)
+        attach_views(con, lake, describe=not one_shot, read_only_files=safe)
         sqlfiles.execute(con, "analysis/seed_phase_rules.sql")  # what analyze leaves in a database
-        if safe:  # the lake's files stay readable, nothing else
-            lock_out_files(con, allowed_folder=lake)
+        if safe:  # the views read through Arrow: SQL reaches no file, the lake's included
+            lock_out_files(con)
     except BaseException:
         con.close()
         raise

@@ -95,6 +95,19 @@ def _gather(futures, label: str, visible: bool) -> list:
     return results
 
 
+@contextmanager
+def _file_errors(root: Path):
+    """A lake the process cannot write or read (read-only, a file where a folder should be) as
+    one line naming the path."""
+    try:
+        yield
+    except (ConnectionError, TimeoutError):
+        raise  # the cluster's, not the lake's
+    except OSError as exc:
+        where = exc.filename or root
+        raise CtdaError(f"lake {root}: {exc.strerror or exc}: {where}") from None
+
+
 # ---- ingest ------------------------------------------------------------------------------------
 
 def existing_traces(root: Path) -> list[dict]:
@@ -118,9 +131,10 @@ def ingest_lake(client, lake_dir: str | Path, paths: list[str | Path], run: str 
     files = collect_files(paths)
     name = lake.check_run_name(run or default_run_name(paths))
     created = not root.exists()
-    root.mkdir(parents=True, exist_ok=True)
+    with _file_errors(root):
+        root.mkdir(parents=True, exist_ok=True)
     try:
-        with lake.sole_writer(root):
+        with _file_errors(root), lake.sole_writer(root):
             return _ingest_locked(client, root, files, name, meta, replace, show_progress)
     except BaseException:
         # a first ingest that loaded no rank leaves no lake folder behind (as a database file
@@ -159,6 +173,9 @@ def _ingest_locked(client, root: Path, files: list[Path], name: str, meta: dict 
         _check_ranks(root, run_row, summaries, replace)
         result.run_id = run_row["run_id"]
         runs = [r for r in runs if r["name"] != name] + [run_row]
+        # until every rank is written, readers and analyze are told the run may mix ranks of
+        # two recordings (a killed `ingest --replace`); re-running the ingest clears it
+        lake.mark_ingest_pending(root, name)
         lake.write_runs(root, runs)  # the run id is taken before any partition is written
         try:
             written = _gather(client.map(lake_tasks.write_ingest, parsed, lake_dir=str(root), run=run_row,
@@ -166,6 +183,7 @@ def _ingest_locked(client, root: Path, files: list[Path], name: str, meta: dict 
             for held in moved:
                 if (held["run"], held["rank"]) not in {(name, s["rank"]) for s in summaries}:
                     lake.drop_partitions(root, lake.PARTITIONED, held["run"], held["rank"])
+            lake.clear_ingest_pending(root, name)
         finally:
             _drop_empty_runs(root)
     finally:
@@ -226,7 +244,7 @@ def analyze_lake(client, lake_dir: str | Path, run: str | None = None, method: s
     # rank; the cross-rank stages then run one task per run over those paths
     per_rank = per_rank_methods(methods)
     root = lake.lake_path(lake_dir, must_exist=True)
-    with lake.sole_writer(root):
+    with _file_errors(root), lake.sole_writer(root):
         return _analyze_locked(client, root, run, methods, per_rank, cross, window, settings, show_progress)
 
 
@@ -240,6 +258,9 @@ def _analyze_locked(client, root: Path, run: str | None, methods: list[str], per
     if run is not None and not chosen:
         names = ", ".join(sorted(r["name"] for r in runs)) or "none (ingest first)"
         raise CtdaError(f"no run named {run!r}; runs: {names}")
+    damaged, _ = lake.lake_problems(root, [r["name"] for r in chosen])
+    for name, problems in sorted(damaged.items()):  # its paths would be built on part of its events
+        raise CtdaError(lake.damage_message(root, name, problems))
     work = [(r, rank) for r in chosen for rank in lake.ranks_of(root, "traces", r["name"])]
     if not work:
         raise CtdaError(NO_WINDOWS)
