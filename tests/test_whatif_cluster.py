@@ -1,0 +1,153 @@
+"""`whatif --cluster`: a measured job projected onto a described cluster, its collectives
+simulated in SimGrid (warehouse/whatif_cluster.py, docs/whatif.md "Projecting onto a cluster").
+
+Validation: with no contention on one path the simulation equals the analytic alpha-beta
+model; on a shared link it sees the contention the analytic model cannot; on gloo DDP runs
+recorded over a shaped loopback (tests/data/shaped/, scripts/record_shaped_runs.py) it
+reproduces each run from its own rate and predicts the others."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from warehouse.api import Warehouse
+from warehouse.errors import CtdaError
+from warehouse.whatif_cluster import (ClusterSpec, check_cluster, collective_times, load_cluster,
+                                      simgrid_available)
+
+DATA = Path(__file__).parent / "data"
+SHAPED = DATA / "shaped"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def simgrid():
+    """CI installs python3-simgrid (.ci/run): there a missing SimGrid fails every test here."""
+    if not simgrid_available():
+        if os.environ.get("CI"):
+            pytest.fail("SimGrid is not installed: `apt-get install python3-simgrid` (.ci/run does)")
+        pytest.skip("SimGrid is not installed: `apt-get install python3-simgrid`")
+
+
+def one_switch(inter_gbps: float = 100.0, inter_latency_us: float = 5.0, intra_latency_us: float = 1.0,
+               hosts: int = 16) -> ClusterSpec:
+    return check_cluster({"cluster": {"hosts": hosts, "devices_per_host": 1},
+                          "intra_host": {"bandwidth_gbps": 1000.0, "latency_us": intra_latency_us},
+                          "inter_host": {"topology": "single-switch", "bandwidth_gbps": inter_gbps,
+                                         "latency_us": inter_latency_us}})
+
+
+def alpha_beta_us(kind: str, size: float, n: int, algorithm: str, alpha_us: float, gbps: float) -> float:
+    """The analytic model of sql/whatif/20_collectives.sql (steps x latency + bus bytes / bandwidth)."""
+    if kind == "allreduce":
+        steps = {"ring": 2 * (n - 1), "tree": 2 * math.ceil(math.log2(n)), "coherent": n - 1}[algorithm]
+        factor = (n - 1) / n if algorithm == "coherent" else 2 * (n - 1) / n
+    elif kind in ("allgather", "reducescatter", "alltoall"):
+        steps, factor = n - 1, (n - 1) / n
+    else:
+        steps, factor = n - 1, 1.0
+    return steps * alpha_us + size * factor / (gbps * 1e9 / 8) * 1e6
+
+
+# ---- the model against the analytic one and against contention ----------------------------------
+
+def test_no_contention_on_one_path_equals_the_alpha_beta_model_within_1_percent():
+    spec = one_switch()
+    cases = [(kind, size, n, algorithm)
+             for kind, algorithms in (("allreduce", ("ring", "tree", "coherent")), ("allgather", ("ring",)),
+                                      ("reducescatter", ("ring",)), ("alltoall", ("ring",)),
+                                      ("broadcast", ("ring",)))
+             for algorithm in algorithms for n in (2, 4, 8, 16) for size in (4e3, 1e6, 64e6)]
+    by_algorithm: dict[str, list] = {}
+    for kind, size, n, algorithm in cases:
+        by_algorithm.setdefault(algorithm, []).append((kind, size, tuple(range(n))))
+    checked = 0
+    for algorithm, keys in by_algorithm.items():
+        times = collective_times(spec, keys, algorithm)
+        for kind, size, places in keys:
+            # every flow crosses two device links and two host links: the route's latency is
+            # intra + inter latency, its bandwidth the host link's
+            expected = alpha_beta_us(kind, size, len(places), algorithm, 1.0 + 5.0, 100.0)
+            assert times[(kind, size, places)].us == pytest.approx(expected, rel=0.01), (kind, size, places, algorithm)
+            checked += 1
+    assert checked == len(cases)
+
+
+def test_a_shared_link_carries_every_flow_so_ranks_slow_each_other():
+    """A ring all-reduce of B bytes over 4 ranks puts 6B on a shared link (2B over 2 ranks):
+    the analytic model, one flow per rank, sees a quarter of it."""
+    size = 8e6
+    for n, on_link in ((2, 2), (4, 6)):
+        spec = check_cluster({"cluster": {"hosts": n, "devices_per_host": 1},
+                              "inter_host": {"topology": "shared-link", "bandwidth_gbps": 0.4}})
+        time = collective_times(spec, [("allreduce", size, tuple(range(n)))], "ring")[("allreduce", size, tuple(range(n)))]
+        assert time.us == pytest.approx(on_link * size / 0.05e9 * 1e6, rel=0.001)
+        assert time.link == "shared"
+        assert time.busy_us == pytest.approx(time.us, rel=0.001)
+    analytic = alpha_beta_us("allreduce", size, 4, "ring", 0.0, 0.4)
+    assert time.us / analytic == pytest.approx(4.0, rel=0.001)
+
+
+def test_leaf_spine_uplinks_limit_rings_that_cross_leaves():
+    spec = check_cluster({"cluster": {"hosts": 8, "devices_per_host": 1},
+                          "inter_host": {"topology": "leaf-spine", "bandwidth_gbps": 100.0, "hosts_per_leaf": 4,
+                                         "uplink_gbps": 50.0}})
+    across = ("allreduce", 1e8, tuple(range(8)))        # the ring leaves each leaf once, at half speed
+    within = ("allreduce", 1e8, tuple(range(4)))
+    times = collective_times(spec, [across, within], "ring")
+    assert times[within].link.startswith("host") or times[within].link.startswith("dev")
+    assert times[across].link.startswith("leaf")
+    # the cross-leaf flow runs at the uplink's 50 Gbit/s: 14 rounds of 1e8 / 8 bytes
+    assert times[across].us == pytest.approx(14 * (1e8 / 8) / (50e9 / 8) * 1e6, rel=0.01)
+
+
+def test_hierarchical_all_reduce_keeps_most_bytes_inside_the_hosts():
+    spec = check_cluster({"cluster": {"hosts": 2, "devices_per_host": 4},
+                          "intra_host": {"bandwidth_gbps": 1000.0},
+                          "inter_host": {"topology": "single-switch", "bandwidth_gbps": 10.0}})
+    key = ("allreduce", 1e8, tuple(range(8)))
+    ring = collective_times(spec, [key], "ring")[key].us
+    hierarchical = collective_times(spec, [key], "hierarchical")[key].us
+    # ring: 14 rounds, each with a B/8 flow on the host link; hierarchical: 2 rounds, each
+    # with 4 parallel B/8 flows on it, and the intra-host phases at 100x the bandwidth
+    assert ring == pytest.approx(14 * 1e8 / 8 / 1.25e9 * 1e6, rel=0.01)
+    assert hierarchical == pytest.approx(2 * 4 * 1e8 / 8 / 1.25e9 * 1e6, rel=0.05)
+
+
+# ---- the cluster file -----------------------------------------------------------------------
+
+def test_every_bad_key_of_the_cluster_file_gets_its_own_line(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('[cluster]\nhosts = 0\ndevices_per_host = 2\nspeed = 1\n'
+                    '[inter_host]\ntopology = "torus"\nbandwidth_gbps = "fast"\n[gpus]\nx = 1\n')
+    with pytest.raises(CtdaError) as error:
+        load_cluster(path)
+    lines = str(error.value).splitlines()
+    assert lines[0].endswith("6 bad keys:")
+    for expected in ("[gpus]: unknown section", "[cluster] speed: unknown key", "[cluster] hosts: 0 must be",
+                     "[inter_host] topology: 'torus' is not one of", "[inter_host] bandwidth_gbps: 'fast' is not a number",
+                     "[intra_host] bandwidth_gbps: missing (devices_per_host > 1)"):
+        assert sum(line.strip().startswith(expected) for line in lines[1:]) == 1, (expected, lines)
+    (tmp_path / "leaf.toml").write_text('[cluster]\nhosts = 4\ndevices_per_host = 1\n'
+                                        '[inter_host]\ntopology = "leaf-spine"\nbandwidth_gbps = 100\n')
+    with pytest.raises(CtdaError, match="hosts_per_leaf: missing"):
+        load_cluster(tmp_path / "leaf.toml")
+    with pytest.raises(CtdaError, match="not valid TOML"):
+        (tmp_path / "broken.toml").write_text("[cluster\n")
+        load_cluster(tmp_path / "broken.toml")
+
+
+def test_the_command_line_gives_one_error_line_and_a_nonzero_exit(tmp_path, run_cli):
+    (tmp_path / "bad.toml").write_text('[cluster]\nhosts = 2\n')
+    result = run_cli("whatif", "--cluster", str(tmp_path / "bad.toml"))
+    assert result.code != 0
+    assert "Traceback" not in result.err
+    assert sum(line.startswith("error:") for line in result.err.splitlines()) == 1
+    assert "[inter_host] topology: missing" in result.err
