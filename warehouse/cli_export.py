@@ -36,14 +36,17 @@ def add_export(sub) -> None:
     kinds = p.add_subparsers(dest="export_kind", metavar="KIND", required=True)
     overlay = kinds.add_parser(
         "overlay", help="the trace with the critical path marked, for Perfetto / chrome://tracing",
-        description="Rebuild the run's trace from the warehouse with HTA's marks (args.critical = 1 "
-                    "on events with counted time on the path, critical_path flow arrows between "
-                    "consecutive path nodes) and a `Critical path (METHOD)` process with one "
-                    "slice per path node. All ranks in one file unless --rank is given.")
+        description="Copy the run's trace files with HTA's marks: every input event as its file "
+                    "holds it (same name, ph, ts, dur, pid, tid and args), args.critical = 1 on "
+                    "events with counted time on the path, critical_path flow arrows between "
+                    "consecutive path nodes, and a `Critical path (METHOD)` process with one slice "
+                    "per path node. All ranks in one file unless --rank is given. Needs the trace "
+                    "files the run was ingested from.")
     overlay.add_argument("--run", required=True, help="run name")
-    overlay.add_argument("--rank", type=int, help="one rank (default: all ranks, a process each)")
-    overlay.add_argument("--method", choices=("ctda", "per_thread", "all"), default="ctda",
-                         help="the path to mark; all adds a per_thread process beside ctda's "
+    overlay.add_argument("--rank", type=int, help="one rank (default: all ranks)")
+    overlay.add_argument("--method", choices=("ctda", "per_thread", "cross_rank", "all"), default="ctda",
+                         help="the path to mark; all adds per_thread and cross_rank processes beside "
+                              "ctda's, cross_rank draws the path across ranks with flows between them "
                               "(default: ctda)")
     _common(overlay, "FILE.json or FILE.json.gz", cmd_export_overlay)
     html = kinds.add_parser(

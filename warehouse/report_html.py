@@ -10,6 +10,7 @@ sql/export/html_*.sql; this module only shapes columns into figures.
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 import numpy as np
@@ -30,12 +31,14 @@ STEP_SPLIT = (
     ("cpu_gap_us", "CPU gaps in path nodes", "#ff9896"),
     ("gpu_idle_us", "GPU idle in path nodes", "#c5b0d5"),
     ("queued_idle_us", "device idle with work queued, cause not in the trace", "#8c564b"),
-    ("queued_idle_us", "device idle with work queued, cause not in the trace", "#8c564b"),
     ("launch_delay_us", "launch delay", "#ffbb78"),
     ("between_nodes_us", "between path nodes", "#9edae5"),
     ("slack_before_us", "slack before the first node", "#dbdb8d"),
     ("slack_after_us", "slack after the last node", "#c7c7c7"),
 )
+# a hostile trace's names are text: plotly renders a subset of HTML in every string it draws
+# (<a href>, <b>, <span style="...url()">), and a bidi override reverses what follows it
+_BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 HOTSPOTS_PER_PHASE = 5
 WHATIF_CHANGES_PER_SCENARIO = 5
 PATH_COLORS = {"ctda": "#d62728", "per_thread": "#1f77b4"}
@@ -68,6 +71,8 @@ def write_html(con, path: Path, run: str, step: int | None = None, rank: int | N
     ranks = sorted(set(steps["rank"].tolist()))
     if len(ranks) > 1:
         sections.append(("Step time per rank", _RANKS_TEXT, step_time_figure(steps)))
+        sections += _cross_rank_sections(con, run_id, step)
+    sections += _hta_sections(con, run, gantt_rank)
     scenarios = _columns(con, "export/html_whatif_steps.sql", {"run_id": run_id})
     if len(scenarios["scenario"]):
         sections.append(("What-if: measured and predicted step time per scenario", _WHATIF_TEXT,
@@ -108,6 +113,53 @@ def _cpcr(con, run: str) -> dict[str, np.ndarray]:
     return report_relation(con, find_report("cpcr"), {"run": run, "top": 1_000_000}).fetchnumpy()
 
 
+def _report(con, name: str, params: dict) -> dict[str, np.ndarray]:
+    from .reports import find_report, report_relation
+
+    return report_relation(con, find_report(name), params).fetchnumpy()
+
+
+def _cross_rank_sections(con, run_id: int, step: int | None) -> list[tuple]:
+    """Who everyone waited for, collective skew and the cross-rank path of one step: what
+    the cross-rank analysis found, for runs of 2+ ranks."""
+    found = []
+    waits = _columns(con, "export/html_crossrank_waits.sql", {"run_id": run_id})
+    if len(waits["step"]):
+        found.append(("Cross-rank: who everyone waited for, per step", _WAITS_TEXT, waits_figure(waits)))
+    skew = _columns(con, "export/html_crossrank_skew.sql", {"run_id": run_id})
+    if len(skew["seq"]):
+        found.append(("Cross-rank: collective skew", _SKEW_TEXT, skew_figure(skew)))
+    paths = _columns(con, "export/html_crossrank_steps.sql", {"run_id": run_id})
+    if len(paths["step"]):
+        if step is not None and step in paths["step"].tolist():
+            shown_step = step
+        else:  # the step whose path visits most ranks, then the longest: crossings to look at
+            shown_step = int(paths["step"][np.lexsort((-paths["span_us"], -paths["ranks_visited"]))[0]])
+        path = _columns(con, "export/html_crossrank_path.sql", {"run_id": run_id, "step": shown_step})
+        found.append((f"Cross-rank: the critical path of step {shown_step} across ranks", _CROSS_PATH_TEXT,
+                      cross_rank_path_figure(path)))
+    return found
+
+
+def _hta_sections(con, run: str, rank: int) -> list[tuple]:
+    """The views HTA users look for, from the saved reports of the same names; a view the run
+    has no data for (no GPU work in a CPU-only run) is left out."""
+    found = []
+    for title, report, params, note, figure in (
+            ("GPU time: temporal breakdown per rank", "temporal_breakdown", {"run": run},
+             _TEMPORAL_TEXT, temporal_figure),
+            ("GPU idle time by cause, per stream", "idle_time", {"run": run}, _IDLE_TEXT, idle_figure),
+            (f"Kernel breakdown of rank {rank}", "kernel_breakdown", {"run": run, "rank": rank, "top": 5},
+             _KERNELS_TEXT, kernel_figure),
+            ("Communication overlapped by compute, per rank", "comm_overlap", {"run": run},
+             _OVERLAP_TEXT, overlap_figure),
+            ("GPU queue length per stream", "queue_length", {"run": run}, _QUEUE_TEXT, queue_figure)):
+        rows = _report(con, report, params)
+        if len(rows["rank"]):
+            found.append((title, note, figure(rows)))
+    return found
+
+
 def _gantt_step(steps: dict, rank: int | None, step: int | None) -> tuple[int, int]:
     """The slowest analysed step (of `rank` when given), or the one asked for."""
     chosen = np.ones(len(steps["step"]), dtype=bool)
@@ -135,6 +187,14 @@ def _ms(values) -> np.ndarray:
     return np.asarray(values, dtype=float) / 1000.0
 
 
+def _legend_above(fig, height: int, top: int = 100):
+    """The legend in rows at the top of the figure, above the plot and its subplot titles:
+    below the plot, it covered the x axis title. `top` px are kept for it."""
+    fig.update_layout(height=height + top, margin={"t": top},
+                      legend={"orientation": "h", "x": 0, "xanchor": "left",
+                              "yref": "container", "y": 0.995, "yanchor": "top"})
+
+
 def cpcr_figure(cpcr: dict):
     """Stacked bars per step and rank: counted time and the remainder split, per method."""
     import plotly.graph_objects as go
@@ -150,7 +210,8 @@ def cpcr_figure(cpcr: dict):
                 text=[f"CPCR {v:.2f}" for v in cpcr["cpcr"][rows]] if key == "path_us" else None,
                 textposition="inside", hovertemplate=f"{name}: %{{y:.2f}} ms<extra>%{{x}}</extra>",
             ), row=1, col=column)
-    fig.update_layout(barmode="stack", height=460, legend_orientation="h", legend_y=-0.25)
+    fig.update_layout(barmode="stack")
+    _legend_above(fig, 420, top=140)
     fig.update_yaxes(title_text="ms", row=1, col=1)
     return fig
 
@@ -161,33 +222,47 @@ def _mean(cpcr: dict, method: str) -> float:
 
 
 def hotspots_figure(hot: dict):
-    """Horizontal bars: the events with the most counted time per phase, per method."""
+    """Horizontal bars: the events with the most counted time per phase, one plot per method,
+    stacked so each has the page's width for its labels (side by side they were cut)."""
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
-    fig = _subplots(METHODS, horizontal_spacing=0.32)
-    for column, method in enumerate(METHODS, start=1):
+    counts = [max(int(np.sum(hot["method"] == m)), 1) for m in METHODS]
+    fig = make_subplots(rows=len(METHODS), cols=1, subplot_titles=METHODS, row_heights=counts,
+                        vertical_spacing=0.08)
+    for row, method in enumerate(METHODS, start=1):
         rows = hot["method"] == method
         phases, names = hot["phase"][rows], hot["name"][rows]
         for phase in dict.fromkeys(phases.tolist()):
             mine = phases == phase
             fig.add_trace(go.Bar(
-                y=[f"{phase} · {_short(n)}" for n in names[mine]], x=_ms(hot["path_us"][rows][mine]),
-                orientation="h", name=phase, marker_color=PHASE_COLORS.get(phase, "#7f7f7f"),
-                legendgroup=phase, showlegend=column == 1,
-                customdata=np.stack([names[mine], hot["share_of_path"][rows][mine]], axis=-1),
+                y=[f"{shown(phase)} · {shown(n, 48)}" for n in names[mine]], x=_ms(hot["path_us"][rows][mine]),
+                orientation="h", name=shown(phase), marker_color=PHASE_COLORS.get(phase, "#7f7f7f"),
+                legendgroup=phase, showlegend=row == 1,
+                customdata=np.stack([_shown_all(names[mine]), hot["share_of_path"][rows][mine]], axis=-1),
                 hovertemplate="%{customdata[0]}<br>%{x:.2f} ms on the path "
                               "(%{customdata[1]:.1%})<extra></extra>",
-            ), row=1, col=column)
-        fig.update_yaxes(autorange="reversed", row=1, col=column)
-    rows_shown = max(int(np.sum(hot["method"] == m)) for m in METHODS) if len(hot["method"]) else 1
-    fig.update_layout(height=max(360, 22 * rows_shown + 120), legend_orientation="h", legend_y=-0.12,
-                      margin={"l": 250})
-    fig.update_xaxes(title_text="ms on the path")
+            ), row=row, col=1)
+        fig.update_yaxes(autorange="reversed", automargin=True, row=row, col=1)
+        fig.update_xaxes(title_text="ms on the path", row=row, col=1)
+    _legend_above(fig, 22 * sum(counts) + 140 * len(METHODS), top=100)
     return fig
 
 
 def _short(name: str, width: int = 40) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def shown(value, width: int | None = None) -> str:
+    """A name from the trace (or a run, scenario, phase name) as plotly and the page show it:
+    its markup escaped, so plotly draws `<a href=...>` as those characters and fetches
+    nothing, and bidi controls written out (`<U+202E>`), so they reverse nothing."""
+    text = _BIDI_CONTROLS.sub(lambda m: f"<U+{ord(m.group()):04X}>", str(value))
+    return html.escape(text if width is None else _short(text, width), quote=False)
+
+
+def _shown_all(values, width: int | None = None) -> np.ndarray:
+    return np.array([shown(v, width) for v in values.tolist()], dtype=object)
 
 
 def gantt_figure(nodes: dict, edges: dict):
@@ -199,19 +274,20 @@ def gantt_figure(nodes: dict, edges: dict):
     fig = go.Figure()
     origin = float(np.min(nodes["start_us"])) if len(nodes["start_us"]) else 0.0
     start, length = _ms(nodes["start_us"] - origin), _ms(nodes["end_us"] - nodes["start_us"])
-    lanes = {int(n): lane for n, lane in zip(nodes["node_id"].tolist(), nodes["lane"].tolist())}
-    hover = np.stack([nodes["label"].astype(object), nodes["phase"].astype(object), length], axis=-1)
+    lane_text = _shown_all(nodes["lane"])  # a thread's role or id comes from the trace
+    lanes = {int(n): lane for n, lane in zip(nodes["node_id"].tolist(), lane_text.tolist())}
+    hover = np.stack([_shown_all(nodes["label"]), _shown_all(nodes["phase"]), length], axis=-1)
     template = "%{customdata[0]}<br>%{customdata[1]}, %{customdata[2]:.3f} ms<extra></extra>"
 
     def bars(mask, name, color, width, group=None, show=True):
         fig.add_trace(go.Bar(
-            y=nodes["lane"][mask], x=np.maximum(length[mask], 1e-4), base=start[mask], orientation="h",
+            y=lane_text[mask], x=np.maximum(length[mask], 1e-4), base=start[mask], orientation="h",
             name=name, marker_color=color, width=width, customdata=hover[mask],
             hovertemplate=template, legendgroup=group or name, showlegend=show))
 
     bars(~nodes["on_ctda"], "not on the ctda path", "rgba(150,150,150,0.45)", 0.6)
     for phase in dict.fromkeys(nodes["phase"][nodes["on_ctda"]].tolist()):
-        bars(nodes["on_ctda"] & (nodes["phase"] == phase), f"ctda path: {phase}",
+        bars(nodes["on_ctda"] & (nodes["phase"] == phase), f"ctda path: {shown(phase)}",
              PHASE_COLORS.get(phase, "#7f7f7f"), 0.6)
     bars(nodes["on_per_thread"], "per_thread path", PATH_COLORS["per_thread"], 0.18)
     for what, color, dash, label in (
@@ -224,9 +300,9 @@ def gantt_figure(nodes: dict, edges: dict):
         if x:
             fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=label, hoverinfo="skip",
                                      line={"color": color, "dash": dash, "width": 1.5}))
-    fig.update_layout(barmode="overlay", height=max(320, 60 * len(set(lanes.values())) + 160),
-                      legend_orientation="h", legend_y=-0.2, xaxis_title="ms since the step's first node")
-    fig.update_yaxes(categoryorder="category descending")
+    fig.update_layout(barmode="overlay", xaxis_title="ms since the step's first node")
+    _legend_above(fig, max(360, 60 * len(set(lanes.values())) + 220))
+    fig.update_yaxes(categoryorder="category descending", automargin=True)
     return fig
 
 
@@ -250,10 +326,11 @@ def composition_figure(by_phase: dict):
     labels = np.array([f"{m} · rank {r}" for m, r in zip(by_phase["method"], by_phase["rank"])], dtype=object)
     for phase in sorted(set(by_phase["phase"].tolist())):
         mine = by_phase["phase"] == phase
-        fig.add_trace(go.Bar(x=labels[mine], y=_ms(by_phase["path_us"][mine]), name=phase,
+        fig.add_trace(go.Bar(x=labels[mine], y=_ms(by_phase["path_us"][mine]), name=shown(phase),
                              marker_color=PHASE_COLORS.get(phase, "#7f7f7f"),
-                             hovertemplate=f"{phase}: %{{y:.2f}} ms<extra>%{{x}}</extra>"))
-    fig.update_layout(barmode="stack", height=420, yaxis_title="ms on the path (all steps)")
+                             hovertemplate="%{fullData.name}: %{y:.2f} ms<extra>%{x}</extra>"))
+    fig.update_layout(barmode="stack", yaxis_title="ms on the path (all steps)")
+    _legend_above(fig, 440)
     return fig
 
 
@@ -276,13 +353,13 @@ def whatif_steps_figure(scenarios: dict):
     """Per what-if scenario: mean measured step time beside the mean predicted one."""
     import plotly.graph_objects as go
 
-    names = [_short(str(s), 60) for s in scenarios["scenario"]]
+    names = [shown(s, 60) for s in scenarios["scenario"]]
     fig = go.Figure()
     fig.add_trace(go.Bar(x=names, y=_ms(scenarios["measured_us"]), name="measured", marker_color="#7f7f7f",
                          hovertemplate="measured %{y:.2f} ms<extra>%{x}</extra>"))
     fig.add_trace(go.Bar(x=names, y=_ms(scenarios["predicted_us"]), name="predicted", marker_color="#2ca02c",
                          text=[f"{v:.2f}x" for v in scenarios["speedup"]], textposition="outside",
-                         customdata=np.stack([scenarios["changes"].astype(object), scenarios["steps"]], axis=-1),
+                         customdata=np.stack([_shown_all(scenarios["changes"]), scenarios["steps"]], axis=-1),
                          hovertemplate="predicted %{y:.2f} ms over %{customdata[1]} step(s)<br>"
                                        "%{customdata[0]}<extra>%{x}</extra>"))
     fig.update_layout(barmode="group", height=400, yaxis_title="mean step time, ms")
@@ -297,16 +374,169 @@ def whatif_path_figure(changes: dict):
     for scenario in dict.fromkeys(changes["scenario"].tolist()):
         mine = changes["scenario"] == scenario
         fig.add_trace(go.Bar(
-            y=[f"{_short(str(scenario), 24)} · {_short(str(label))}" for label in changes["label"][mine]],
-            x=_ms(changes["change_us"][mine]), orientation="h", name=_short(str(scenario), 60),
-            customdata=np.stack([changes["label"][mine].astype(object), _ms(changes["measured_us"][mine]),
+            y=[f"{shown(scenario, 24)} · {shown(label, 40)}" for label in changes["label"][mine]],
+            x=_ms(changes["change_us"][mine]), orientation="h", name=shown(scenario, 60),
+            customdata=np.stack([_shown_all(changes["label"][mine]), _ms(changes["measured_us"][mine]),
                                  _ms(changes["predicted_us"][mine])], axis=-1),
             hovertemplate="%{customdata[0]}<br>on the measured path %{customdata[1]:.2f} ms, "
                           "on the predicted path %{customdata[2]:.2f} ms<extra></extra>"))
-    fig.update_yaxes(autorange="reversed")
-    fig.update_layout(height=max(320, 24 * len(changes["scenario"]) + 140), margin={"l": 320},
-                      xaxis_title="change of time on the path, ms (all steps)", legend_orientation="h",
-                      legend_y=-0.2)
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_layout(xaxis_title="change of time on the path, ms (all steps)")
+    _legend_above(fig, max(360, 24 * len(changes["scenario"]) + 200))
+    return fig
+
+
+def waits_figure(waits: dict):
+    """Per step, the wait at collectives stacked by the rank that arrived last."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for rank in sorted(set(waits["waited_for_rank"].tolist())):
+        mine = waits["waited_for_rank"] == rank
+        fig.add_trace(go.Bar(x=[f"step {s}" for s in waits["step"][mine]], y=_ms(waits["wait_us"][mine]),
+                             name=f"waited for rank {rank}", customdata=waits["collectives"][mine],
+                             hovertemplate="%{y:.2f} ms over %{customdata} collective(s)"
+                                           "<extra>%{fullData.name}</extra>"))
+    fig.update_layout(barmode="stack", yaxis_title="time ranks waited, ms")
+    _legend_above(fig, 400)
+    return fig
+
+
+def skew_figure(skew: dict):
+    """Each matched collective: when it started and how far apart the ranks arrived."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for rank in sorted(set(skew["last_rank"].tolist())):
+        mine = skew["last_rank"] == rank
+        fig.add_trace(go.Scatter(
+            x=_ms(skew["since_first_us"][mine]), y=_ms(skew["skew_us"][mine]), mode="markers",
+            name=f"rank {rank} arrived last", marker={"size": 8},
+            customdata=np.stack([_shown_all(skew["name"][mine]), _shown_all(skew["pg"][mine]),
+                                 skew["seq"][mine], skew["step"][mine],
+                                 np.nan_to_num(skew["bytes"][mine].astype(float), nan=-1),
+                                 _ms(skew["total_wait_us"][mine])], axis=-1),
+            hovertemplate="%{customdata[0]} (group %{customdata[1]}, call %{customdata[2]}, step "
+                          "%{customdata[3]})<br>skew %{y:.3f} ms, %{customdata[5]:.3f} ms waited in all"
+                          "<br>%{customdata[4]:,} bytes<extra>%{fullData.name}</extra>"))
+    fig.update_layout(xaxis_title="ms since the run's first collective (aligned clocks)",
+                      yaxis_title="arrival skew, ms")
+    _legend_above(fig, 400)
+    return fig
+
+
+def cross_rank_path_figure(path: dict):
+    """One step's cross-rank path on one time axis (aligned clocks): a lane per rank, the
+    path's nodes coloured by phase, a line from each node to the next (red where it changes
+    rank)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    origin = float(np.min(path["start_us"]))
+    start, length = _ms(path["start_us"] - origin), _ms(path["end_us"] - path["start_us"])
+    lanes = np.array([f"rank {r}" for r in path["node_rank"].tolist()], dtype=object)
+    hover = np.stack([_shown_all(path["label"]), _shown_all(path["phase"]), _ms(path["counted_us"]),
+                      path["seq"]], axis=-1)
+    for phase in dict.fromkeys(path["phase"].tolist()):
+        mine = path["phase"] == phase
+        fig.add_trace(go.Bar(
+            y=lanes[mine], x=np.maximum(length[mine], 1e-4), base=start[mine], orientation="h",
+            name=shown(phase), marker_color=PHASE_COLORS.get(phase, "#7f7f7f"), width=0.5,
+            customdata=hover[mine],
+            hovertemplate="#%{customdata[3]} %{customdata[0]}<br>%{customdata[1]}, "
+                          "%{customdata[2]:.3f} ms counted<extra>%{y}</extra>"))
+    ends, starts = start + length, start
+    for crossing, name, style in ((False, "path hop on one rank", {"color": "#555", "width": 1}),
+                                  (True, "path crosses ranks", {"color": PATH_COLORS["ctda"], "width": 2.5})):
+        xs, ys = [], []
+        for i in range(len(lanes) - 1):
+            if (lanes[i] != lanes[i + 1]) == crossing:
+                xs += [ends[i], starts[i + 1], None]
+                ys += [lanes[i], lanes[i + 1], None]
+        if xs:
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name, hoverinfo="skip", line=style))
+    fig.update_layout(barmode="overlay", xaxis_title="ms since the path's first node (aligned clocks)")
+    fig.update_yaxes(categoryorder="category descending", automargin=True)
+    _legend_above(fig, max(320, 70 * len(set(lanes.tolist())) + 220))
+    return fig
+
+
+def temporal_figure(rows: dict):
+    """GPU time per rank: compute, non-compute, idle (HTA's temporal breakdown)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    labels = [f"rank {r}" for r in rows["rank"]]
+    for key, name, color in (("compute_us", "compute", "#2ca02c"), ("non_compute_us", "non-compute "
+                             "(communication, memory)", "#d62728"), ("idle_us", "idle", "#c7c7c7")):
+        fig.add_trace(go.Bar(x=labels, y=_ms(rows[key]), name=name, marker_color=color,
+                             hovertemplate=f"{name}: %{{y:.2f}} ms<extra>%{{x}}</extra>"))
+    fig.update_layout(barmode="stack", yaxis_title="GPU time, ms")
+    _legend_above(fig, 380)
+    return fig
+
+
+def idle_figure(rows: dict):
+    """GPU idle time per rank and stream, by cause (HTA's idle time)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    labels = np.array([f"rank {r} · stream {s}" for r, s in zip(rows["rank"], rows["stream"])], dtype=object)
+    for category in sorted(set(rows["category"].tolist())):
+        mine = rows["category"] == category
+        fig.add_trace(go.Bar(x=labels[mine], y=_ms(rows["idle_us"][mine]), name=shown(category),
+                             customdata=rows["ratio"][mine],
+                             hovertemplate="%{fullData.name}: %{y:.2f} ms (%{customdata:.1%} of idle)"
+                                           "<extra>%{x}</extra>"))
+    fig.update_layout(barmode="stack", yaxis_title="idle, ms")
+    _legend_above(fig, 400)
+    return fig
+
+
+def kernel_figure(rows: dict):
+    """The top kernels of each class (compute, communication, memory) of one rank."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for kind in dict.fromkeys(rows["kernel_type"].tolist()):
+        mine = rows["kernel_type"] == kind
+        fig.add_trace(go.Bar(
+            y=[f"{shown(kind)} · {shown(n, 48)}" for n in rows["name"][mine]], x=_ms(rows["total_us"][mine]),
+            orientation="h", name=shown(kind),
+            customdata=np.stack([_shown_all(rows["name"][mine]), rows["kernel_count"][mine],
+                                 rows["share_pct"][mine]], axis=-1),
+            hovertemplate="%{customdata[0]}<br>%{x:.2f} ms in %{customdata[1]} launches "
+                          "(%{customdata[2]:.1f}% of its class)<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_layout(xaxis_title="GPU time, ms")
+    _legend_above(fig, max(320, 24 * len(rows["name"]) + 200))
+    return fig
+
+
+def overlap_figure(rows: dict):
+    """Share of communication kernel time that compute kernels overlapped, per rank."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Bar(
+        x=[f"rank {r}" for r in rows["rank"]], y=rows["overlap_pct"], name="overlapped",
+        customdata=np.stack([_ms(rows["communication_us"]), _ms(rows["overlapped_us"])], axis=-1),
+        hovertemplate="%{y:.1f}% overlapped: %{customdata[1]:.2f} of %{customdata[0]:.2f} ms"
+                      "<extra>%{x}</extra>"))
+    fig.update_layout(height=340, yaxis_title="% of communication overlapped", yaxis_range=[0, 100])
+    return fig
+
+
+def queue_figure(rows: dict):
+    """Outstanding GPU operations per rank and stream: mean and maximum."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    labels = [f"rank {r} · stream {s}" for r, s in zip(rows["rank"], rows["stream"])]
+    for key, name in (("time_weighted_mean", "mean (time-weighted)"), ("max_queue_length", "maximum")):
+        fig.add_trace(go.Bar(x=labels, y=rows[key], name=name,
+                             hovertemplate=f"{name}: %{{y:.1f}}<extra>%{{x}}</extra>"))
+    fig.update_layout(barmode="group", yaxis_title="operations queued")
+    _legend_above(fig, 380)
     return fig
 
 
@@ -329,6 +559,25 @@ _WHATIF_PATH_TEXT = (f"The {WHATIF_CHANGES_PER_SCENARIO} node labels per scenari
                      "critical path changed most: the predicted path (whatif_path) against the "
                      "measured ctda path, summed over the scenario's steps.")
 
+_WAITS_TEXT = ("At each collective every rank waits for the last to arrive (clocks aligned by "
+               "ctda-sql's offset estimate). Each bar is one step: the time all ranks waited, by the "
+               "rank they waited for. `ctda-sql report waiting_on` lists it.")
+_SKEW_TEXT = ("One dot per collective call: when it started and how far apart the first and the last "
+              "rank arrived, coloured by who came last. `ctda-sql report collective_skew` lists them.")
+_CROSS_PATH_TEXT = ("The cross_rank critical path: from the rank that finished the step last, back "
+                    "through each collective that waited for a late rank, into that rank. A lane per "
+                    "rank on one time axis; red lines are where the path crosses ranks.")
+_TEMPORAL_TEXT = ("GPU time per rank split into compute kernels, non-compute (communication and "
+                  "memory) and idle, as HTA's temporal breakdown (`report temporal_breakdown`).")
+_IDLE_TEXT = ("Where GPU streams sat idle: waiting for the host to launch (host_wait), short gaps "
+              "between kernels (kernel_wait) and the rest, as HTA (`report idle_time`).")
+_KERNELS_TEXT = ("The kernels with the most GPU time in each class (`report kernel_breakdown`; "
+                 "other ranks with --rank).")
+_OVERLAP_TEXT = ("How much of each rank's communication kernel time ran while compute kernels did "
+                 "(`report comm_overlap`): overlapped communication costs no step time.")
+_QUEUE_TEXT = ("Outstanding GPU operations per stream (`report queue_length`): a queue that stays "
+               "near empty means the GPU waited for the CPU to launch.")
+
 _STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 2rem auto;
        max-width: 1200px; color: #222; padding: 0 1rem; }
@@ -348,7 +597,7 @@ def _page(run: str, ranks: list[int], steps: dict, cpcr: dict, sections) -> str:
     for index, (title, note, fig) in enumerate(sections):
         div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{index}",
                           config={"displaylogo": False, "responsive": True})
-        parts.append(f'<section><h2>{html.escape(title)}</h2><p class="note">{html.escape(note)}</p>'
+        parts.append(f'<section><h2>{shown(title)}</h2><p class="note">{shown(note)}</p>'
                      f"{div}</section>")
     summary = "".join(
         f"<tr><th>{m}</th><td>{_mean(cpcr, m):.3f}</td>"
@@ -356,11 +605,11 @@ def _page(run: str, ranks: list[int], steps: dict, cpcr: dict, sections) -> str:
         for m in METHODS if np.any(cpcr["method"] == m))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<title>ctda-sql: {html.escape(run)}</title>
+<title>ctda-sql: {shown(run)}</title>
 <style>{_STYLE}</style>
 <script type="text/javascript">{get_plotlyjs()}</script>
 </head><body>
-<h1>Critical path of run {html.escape(run)}</h1>
+<h1>Critical path of run <bdi>{shown(run)}</bdi></h1>
 <p class="note">{len(ranks)} rank(s), {len(steps['step'])} analysed step(s); mean step
 {float(np.mean(steps['window_us'])) / 1000:.2f} ms. Made by ctda-sql (CTDA-CPA).</p>
 <table class="summary"><tr><th>method</th><th>mean CPCR</th><th>mean time on the path per step</th></tr>
