@@ -122,3 +122,57 @@ def test_unchanged_coupled_replay_on_two_ranks(shared_traces: Path, tmp_path):
         assert con.execute("SELECT count(*) FROM wi_coupled_groups").fetchone()[0] >= 1
     finally:
         con.close()
+
+
+# ---- the predicted path across ranks (issue 33, part 5) ----------------------------------
+
+def stored_path(con, run: str, scenario: Scenario, name: str) -> list[tuple]:
+    whatif(con, run=run, scenario=scenario, name=name)
+    return con.execute(
+        "SELECT p.rank, p.step, p.node_rank, p.node_step, p.node_id, p.label, p.measured_us, p.predicted_us, "
+        "s.predicted_us FROM whatif_path AS p JOIN whatif_steps AS s USING (scenario, run_id, rank, step) "
+        "WHERE p.scenario = ? ORDER BY p.rank, p.step, p.seq", [name]).fetchall()
+
+
+def test_the_predicted_path_follows_a_wait_into_the_rank_that_held_it(gloo_db):
+    rows = stored_path(gloo_db, "straggler", NO_STALL, "path no stall")
+    # rank 1 still arrives last at the all-reduce: rank 0's path runs through rank 1's step
+    for rank, step, node_rank, node_step, *_ in rows:
+        assert node_step == step
+    assert {r[2] for r in rows if r[0] == 0} == {0, 1}
+    assert {r[2] for r in rows if r[0] == 1} == {1}
+    # the path holds most of the predicted step (it stopped at the collective: 0.24-0.46 ms of 12-21 ms)
+    on_path: dict[tuple, list[float]] = {}
+    for rank, step, *_, predicted, step_us in rows:
+        on_path.setdefault((rank, step), [0.0, step_us])[0] += predicted
+    assert len(on_path) == 8
+    assert [key for key, (total, step_us) in on_path.items() if not 0.4 * step_us <= total <= step_us] == []
+
+
+def test_every_path_node_is_a_node_of_its_rank_and_step(gloo_db):
+    stored_path(gloo_db, "straggler", NO_STALL, "path nodes")
+    missing = gloo_db.execute(
+        "SELECT p.* FROM whatif_path AS p ANTI JOIN nodes AS n "
+        "ON n.method = 'ctda' AND n.run_id = p.run_id AND n.rank = p.node_rank AND n.step = p.node_step "
+        "AND n.node_id = p.node_id AND n.label IS NOT DISTINCT FROM p.label WHERE p.scenario = 'path nodes'").fetchall()
+    assert missing == []
+
+
+def test_a_replay_without_coupling_keeps_each_path_on_its_rank(gloo_db):
+    whatif(gloo_db, run="straggler", scenario=NO_STALL, name="alone", coupled=False)
+    assert gloo_db.execute("SELECT count(*) FILTER (WHERE node_rank <> rank OR node_step <> step), count(*) "
+                           "FROM whatif_path WHERE scenario = 'alone'").fetchone()[1] > 0
+    assert gloo_db.execute("SELECT count(*) FROM whatif_path WHERE scenario = 'alone' "
+                           "AND (node_rank <> rank OR node_step <> step)").fetchone()[0] == 0
+
+
+def test_the_html_changes_show_only_nodes_that_changed(gloo_db):
+    # removing rank 1's sleep (inside aten::randn) changes randn alone; NllLossBackward0 on the
+    # measured path of rank 0 (it held the wait) showed -50 ms when the predicted path was cut
+    from warehouse import sqlfiles
+
+    stored_path(gloo_db, "straggler", NO_STALL, "html changes")
+    run_id = gloo_db.execute("SELECT run_id FROM runs WHERE name = 'straggler'").fetchone()[0]
+    changes = gloo_db.execute(sqlfiles.load("export/html_whatif_path.sql"), {"run_id": run_id, "top": 10}).fetchall()
+    changed = {label: change for scenario, label, _, _, change in changes if scenario == "html changes"}
+    assert list(changed) == ["aten::randn"] and changed["aten::randn"] < 0

@@ -31,6 +31,8 @@ HANDOFF_US = 5000.0
 # a CPU thread blocked in a collective's wait resumes within this long of its end (as the
 # cross-rank path, warehouse/crossrank.py)
 RESUME_US = 1000.0
+# replayed instants closer than this are the same (the coupled solve settles to 1e-6 µs)
+TIME_ATOL_US = 1e-5
 # a launch call this much slower than its name's median waited for a launch-queue slot; a
 # window whose launches waited this share of its length kept the GPU's pace
 QUEUE_WAIT_US = 100.0
@@ -139,6 +141,8 @@ class _Replay:
     start: np.ndarray
     end: np.ndarray
     paths: dict             # window_index -> node rows (global index) earliest first
+    row_rank: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # each row's rank
+    row_step: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # and step
 
 
 def _prepare(con, params: dict, scenario: Scenario) -> None:
@@ -193,7 +197,10 @@ def _replay(con, params: dict, scenario: Scenario) -> _Replay:
         start = carry.settle()
     else:
         start = graph.forward_pass()
-    return _finish(graph, windows, nodes, start, graph.best_source(start))
+    source = graph.best_source(start)
+    if coupling is not None:  # where a collective held a node, the path follows the last arrival
+        source = np.where(source < 0, coupling.held_by(start), source)
+    return _finish(graph, windows, nodes, start, source)
 
 
 def _first_rows(window_of_node: np.ndarray, window_count: int) -> np.ndarray:
@@ -474,9 +481,40 @@ class _Coupling:
                     new_initial, initial, rtol=0, atol=1e-6)
                 carry_floor, initial = new_carry_floor, new_initial
             if settled:
+                self.origin = new_origin
                 return start
             floor, origin = new_floor, new_origin
         raise CtdaError("the multi-rank replay did not settle; run with --no-coupling")
+
+    def held_by(self, start: np.ndarray) -> np.ndarray:
+        """Row -> the node the path continues from where a collective's completion held the
+        row (-1 elsewhere): the last rank to arrive, at the node that made its arrival (the
+        CPU node that made the call; for a NCCL kernel, the node its edges waited for). The
+        wait is spent there, often on another rank, so the path follows it (issue 33)."""
+        graph, origin = self.graph, self.origin
+        arrive = graph.arrivals(start)
+        base = np.where(self.a_pre_floor, arrive[self.a_row], start[self.a_row])
+        arrival = origin[self.a_window] + np.where(self.a_has_anchor, base, 0.0) + self.a_offset
+        # each group's last arrival (the first such row on a tie)
+        order = np.lexsort((-arrival, self.a_group))
+        groups, first = np.unique(self.a_group[order], return_index=True)
+        last = np.full(self.groups, -1)
+        last[groups] = order[first]
+        # the node each arrival came from
+        allowed = start[graph.src] + graph.delay
+        binding = np.isclose(allowed, arrive[graph.dst], rtol=0, atol=TIME_ATOL_US)
+        edge_source = np.full(graph.count, -1, dtype=np.int64)
+        edge_source[graph.dst[binding]] = graph.src[binding]
+        source = np.where(self.a_has_anchor, np.where(self.a_pre_floor, edge_source[self.a_row], self.a_row), -1)
+        # a gate held its node when the node starts at the gate's floor and its edges let it go sooner
+        completion = np.full(self.groups, -np.inf)
+        np.maximum.at(completion, self.a_group, arrival)
+        floor = completion[self.g_group] + self.g_after - origin[self.g_window]
+        held = (np.isclose(start[self.g_row], floor, rtol=0, atol=TIME_ATOL_US)
+                & (arrive[self.g_row] < start[self.g_row] - TIME_ATOL_US) & (last[self.g_group] >= 0))
+        out = np.full(graph.count, -1, dtype=np.int64)
+        out[self.g_row[held]] = source[last[self.g_group[held]]]
+        return out
 
 
 def _finish(graph: _Graph, windows, nodes, start, best_source) -> _Replay:
@@ -488,7 +526,10 @@ def _finish(graph: _Graph, windows, nodes, start, best_source) -> _Replay:
         results[window] = (int(windows["run_id"][i]), int(windows["rank"][i]), int(windows["step"][i]),
                            float(windows["window_us"][i]), float(lengths[i]))
         paths[window] = _backtrack(int(backtrack_from[i]), best_source)
-    return _Replay(results, nodes, start, _shown_end(nodes, graph.first, start, end), paths)
+    # window_index is dense from 0: a row's window indexes the windows' columns
+    row_rank = np.asarray(windows["rank"], dtype=np.int64)[graph.window_of_row]
+    row_step = np.asarray(windows["step"], dtype=np.int64)[graph.window_of_row]
+    return _Replay(results, nodes, start, _shown_end(nodes, graph.first, start, end), paths, row_rank, row_step)
 
 
 def _shown_end(nodes, first, start, end) -> np.ndarray:
@@ -506,9 +547,11 @@ def _shown_end(nodes, first, start, end) -> np.ndarray:
 
 
 def _backtrack(last: int, best_source: np.ndarray) -> list[int]:
-    path = []
-    while last >= 0:
+    path, seen = [], set()
+    # a path that crosses ranks moves back in aligned time, but two nodes can tie: never loop
+    while last >= 0 and last not in seen:
         path.append(last)
+        seen.add(last)
         last = int(best_source[last])
     return path[::-1]
 
@@ -532,13 +575,14 @@ def _path_rows(replay: _Replay) -> list[tuple]:
         run_id, rank, step = replay.windows[window][:3]
         for seq, row in enumerate(path, start=1):
             rows.append((run_id, rank, step, seq, int(n["node_id"][row]), str(n["kind"][row]),
-                         str(n["label"][row]), float(measured[row]), float(replay.end[row] - replay.start[row])))
+                         str(n["label"][row]), float(measured[row]), float(replay.end[row] - replay.start[row]),
+                         int(replay.row_rank[row]), int(replay.row_step[row])))
     return rows
 
 
 def _hotspots(path: list[tuple], top: int) -> list[tuple]:
     totals: dict[tuple, list] = {}
-    for *_, kind, label, measured, predicted in path:
+    for *_, kind, label, measured, predicted, _node_rank, _node_step in path:
         entry = totals.setdefault((kind, label), [0, 0.0, 0.0])
         entry[0] += 1
         entry[1] += measured
@@ -551,11 +595,12 @@ def _persist(con, scenario: str, changes: str, steps: list[tuple], path: list[tu
     """Store one scenario's rows (inside the caller's transaction)."""
     step_table = pa.table({name: [r[i] for r in steps] for i, name in enumerate(
         ["run_id", "rank", "step", "measured_us", "replay_us", "predicted_us", "speedup"])})
-    path_table = pa.table({name: [r[i] for r in path] for i, name in enumerate(
-        ["run_id", "rank", "step", "seq", "node_id", "kind", "label", "measured_us", "predicted_us"])},
-        schema=pa.schema([("run_id", pa.int32()), ("rank", pa.int32()), ("step", pa.int64()),
-                          ("seq", pa.int64()), ("node_id", pa.int64()), ("kind", pa.string()),
-                          ("label", pa.string()), ("measured_us", pa.float64()), ("predicted_us", pa.float64())]))
+    path_schema = pa.schema([("run_id", pa.int32()), ("rank", pa.int32()), ("step", pa.int64()),
+                             ("seq", pa.int64()), ("node_id", pa.int64()), ("kind", pa.string()),
+                             ("label", pa.string()), ("measured_us", pa.float64()), ("predicted_us", pa.float64()),
+                             ("node_rank", pa.int32()), ("node_step", pa.int64())])
+    path_table = pa.table({name: [r[i] for r in path] for i, name in enumerate(path_schema.names)},
+                          schema=path_schema)
     con.register("wi_result_steps", step_table)
     con.register("wi_result_path", path_table)
     try:

@@ -7,6 +7,7 @@ DELETE FROM whatif_path WHERE scenario = $scenario
 INSERT INTO whatif_steps
 SELECT $scenario, $changes, run_id, rank, step, measured_us, replay_us, predicted_us, speedup
 FROM wi_result_steps;
-INSERT INTO whatif_path
-SELECT $scenario, run_id, rank, step, seq, node_id, kind, label, measured_us, predicted_us
+INSERT INTO whatif_path (scenario, run_id, rank, step, seq, node_id, kind, label, measured_us, predicted_us,
+                         node_rank, node_step)
+SELECT $scenario, run_id, rank, step, seq, node_id, kind, label, measured_us, predicted_us, node_rank, node_step
 FROM wi_result_path;
