@@ -85,9 +85,13 @@ def _print_comparison(wh: Warehouse, run_id: int) -> None:
 
 
 def _print_query(wh: Warehouse, sql_name: str, params: dict, title: str) -> None:
+    import textwrap
+
     result = wh.sql(sqlfiles.load(sql_name), params)
-    print(f"\n{title}")
-    print(render(list(result.columns), result.fetchall(), "table", table_width(sys.stdout)))
+    width = table_width(sys.stdout)
+    print()
+    print(textwrap.fill(title, width) if width else title)  # the title fits as the table does
+    print(render(list(result.columns), result.fetchall(), "table", width))
 
 
 def _write_files(wh: Warehouse, run_name: str, out: Path) -> None:

@@ -24,8 +24,8 @@ DEFAULT_TABLE_ROWS = 40
 # rows fetched from DuckDB per batch by the streaming formats
 BATCH_ROWS = 2048
 # text columns are never squeezed narrower than this to make a table fit (unless their text is),
-# the first text column (which names the row) never narrower than FIRST_TEXT_WIDTH
-MIN_TEXT_WIDTH = 12
+# the one that names the rows (the widest) never narrower than FIRST_TEXT_WIDTH
+MIN_TEXT_WIDTH = 16
 FIRST_TEXT_WIDTH = 28
 # columns whose prose wraps onto more lines rather than being cut
 # significant digits of a float in a table (every digit before the point is always kept)
@@ -257,6 +257,11 @@ def _numeric(rows, index: int) -> bool:
     return bool(values) and all(isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) for v in values)
 
 
+def _timelike(rows, index: int) -> bool:
+    values = [row[index] for row in rows if row[index] is not None]
+    return bool(values) and all(isinstance(v, (datetime, date, time, timedelta)) for v in values)
+
+
 def _text_width(text: str) -> int:
     from wcwidth import wcswidth  # ~0.03 s to import: only table output measures text
 
@@ -312,7 +317,9 @@ def table(columns: list[str], rows: list[tuple], width: int | None = None, total
     cells = [[readable_us(v) if i in us_columns and v is not None else _table_cell(v) for i, v in enumerate(row)]
              for row in rows]
     right = {i for i in range(len(columns)) if _numeric(rows, i)}
-    numbers = right | {i for i in us_columns if _numeric(rows, i) or all(r[i] is None for r in rows)}
+    # columns never cut: numbers, durations with their unit, times
+    numbers = right | {i for i in range(len(columns)) if _timelike(rows, i)} | \
+        {i for i in us_columns if all(r[i] is None for r in rows)}
     wrapped = {i for i, c in enumerate(columns) if _is_wrapped(c) and i not in numbers}
 
     def natural_width(index: int, text: str) -> int:
@@ -373,33 +380,39 @@ def _footer(total: int, shown_rows: int, hidden: list[str], width: int | None) -
 def _fit(natural: list[int], numbers: set[int], width: int | None) -> tuple[list[int | None], list[int]]:
     """(columns to show, None standing for the … column; their widths) within `width`.
 
-    Numbers keep their width; text columns shrink to a floor (the first, which names the row,
-    to a wider one); when the floors do not fit, middle columns go; what width is left goes
-    to the text columns, the first first."""
+    Numbers and times keep their width; text columns shrink to a floor (the one that names the
+    rows to a wider one); when the floors do not fit, middle columns go; what width is left
+    goes to the naming column first, then to the other text columns by what each lacks."""
     indexes = list(range(len(natural)))
     if not width or _table_width(natural) <= width:
         return indexes, natural
-    texts = [i for i in indexes if i not in numbers]
+    naming = _naming_column(natural, numbers)
     floor = [natural[i] if i in numbers else
-             min(natural[i], FIRST_TEXT_WIDTH if i == texts[0] else MIN_TEXT_WIDTH) for i in indexes]
-    shown = indexes if _table_width(floor) <= width else _drop_middle(floor, width)
+             min(natural[i], FIRST_TEXT_WIDTH if i == naming else MIN_TEXT_WIDTH) for i in indexes]
+    shown = indexes if _table_width(floor) <= width else _drop_middle(floor, width, naming)
     widths = list(floor)
     kept = [i for i in shown if i is not None]
     if len(kept) == 1 and _shown_width(shown, widths) > width:  # one column wider than the screen
         widths[kept[0]] = max(width - (_shown_width(shown, widths) - widths[kept[0]]), 1)
     slack = width - _shown_width(shown, widths)
-    texts = [i for i in kept if i not in numbers]
-    if texts:
-        extra = max(min(slack, natural[texts[0]] - widths[texts[0]]), 0)
-        widths[texts[0]] += extra
+    if naming in kept:
+        extra = max(min(slack, natural[naming] - widths[naming]), 0)
+        widths[naming] += extra
         slack -= extra
     # the rest shared by what each other text column lacks (a description and its parameters)
-    wanting = {i: natural[i] - widths[i] for i in texts[1:] if natural[i] > widths[i]}
+    wanting = {i: natural[i] - widths[i] for i in kept if i not in numbers and natural[i] > widths[i]}
     lacking = sum(wanting.values())
     for index, want in wanting.items():
         extra = min(want, slack * want // lacking) if lacking > slack else want
         widths[index] += extra
     return shown, widths
+
+
+def _naming_column(natural: list[int], numbers: set[int]) -> int | None:
+    """The text column that names the rows (op or kernel names): the widest, the first of
+    equals. It keeps the most width and gets the slack first."""
+    texts = [i for i in range(len(natural)) if i not in numbers]
+    return max(texts, key=lambda i: (natural[i], -i)) if texts else None
 
 
 def _table_width(widths: list[int]) -> int:
@@ -410,24 +423,35 @@ def _shown_width(shown: list[int | None], widths: list[int]) -> int:
     return _table_width([1 if i is None else widths[i] for i in shown])
 
 
-def _drop_middle(widths: list[int], width: int) -> list[int | None]:
-    """The columns from the left while they fit beside a … column, then from the right while
-    they still do: the leading columns (names, keys, the headline measure) stay."""
-    used = 1 + 4  # the outer border and the … column
-    left, right = [], []
-    for index in range(len(widths)):
-        if used + widths[index] + 3 > width:
-            break
-        used += widths[index] + 3
-        left.append(index)
-    if not left:  # not even the first column fits: it is shown, cut to the width
-        return [0] if len(widths) == 1 else [0, None]
-    for index in range(len(widths) - 1, left[-1], -1):
-        if used + widths[index] + 3 > width:
-            break
-        used += widths[index] + 3
-        right.insert(0, index)
-    return left + [None] + right
+def _drop_middle(widths: list[int], width: int, naming: int | None) -> list[int | None]:
+    """The naming column, then the columns from the left while they fit, then from the right
+    while they still do; a … column stands for each run of columns left out."""
+    chosen = {naming} if naming is not None else set()
+
+    def fits(extra: int) -> bool:
+        return _shown_width(_with_gaps(chosen | {extra}, len(widths)), widths) <= width
+
+    front = 0
+    while front < len(widths) and (front in chosen or fits(front)):
+        chosen.add(front)
+        front += 1
+    for index in range(len(widths) - 1, front, -1):
+        if index not in chosen:
+            if not fits(index):
+                break
+            chosen.add(index)
+    return _with_gaps(chosen or {0}, len(widths))
+
+
+def _with_gaps(chosen: set[int], count: int) -> list[int | None]:
+    """The chosen columns in order, None (a … column) where columns between them are left out."""
+    shown: list[int | None] = []
+    for index in range(count):
+        if index in chosen:
+            shown.append(index)
+        elif not shown or shown[-1] is not None:
+            shown.append(None)
+    return shown
 
 
 def add_max_width(parser) -> None:
