@@ -182,3 +182,26 @@ def test_progress_bars_stay_off_when_stderr_is_not_a_terminal(tmp_path):
     done = subprocess.run(ctda_command() + ["--db", str(tmp_path / "t.duckdb"), "ingest", str(ranks)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stderr == "", repr(done.stderr)
+
+
+def _ranks(folder, step_us: tuple[int, ...]):
+    from warehouse.tracebuilder import TraceBuilder
+
+    folder.mkdir()
+    for rank, dur in enumerate(step_us):
+        builder = TraceBuilder(rank=rank, world_size=len(step_us))
+        builder.step(1, builder.thread(1, "pt_main_thread"), ts=0, dur=dur)
+        builder.write(folder / f"rank-{rank}.json")
+    return folder
+
+
+@pytest.mark.parametrize("step_us, flagged", [((100, 100, 150), [False, False, True]),
+                                              ((100, 104), [False, False]),
+                                              ((100, 100, 100, 100, 100, 100, 400), [False] * 6 + [True])])
+def test_stragglers_can_flag_a_rank_in_a_small_run_and_say_by_which_rule(run_cli, tmp_path, step_us, flagged):
+    # with |z| <= sqrt(ranks - 1), z > 2 could flag no one below 6 ranks: 150 among 100s went unseen
+    assert run_cli("ingest", "-q", str(_ranks(tmp_path / "r", step_us)), "--run", "job").code == 0
+    rows = json.loads(run_cli("report", "stragglers", "-p", "run=job", "-f", "json").out)
+    assert [r["straggler"] for r in rows] == flagged
+    small = len(step_us) < 6
+    assert all(("above the median" in r["rule"]) == small and "waiting_on" in r["rule"] for r in rows)
