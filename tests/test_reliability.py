@@ -284,3 +284,19 @@ def test_changed_windows_drop_the_paths_of_methods_not_analysed_again(run_cli):
                       "USING (run_id, rank, step) WHERE w.step IS NULL OR p.counted_start_us < w.start_us "
                       "OR p.counted_end_us > w.e2e_end_us", "-f", "csv")
     assert outside.code == 0 and outside.out.splitlines()[1] == "0", outside.err
+
+
+# ---- issue 35 item 20: a rank that does not fit the rank column -------------------------------
+
+@pytest.mark.parametrize("rank, name", [(2**70, "t.json"), (-1, "t.json"), (None, "rank-99999999999.json")],
+                         ids=["distributed_2_70", "distributed_negative", "file_name"])
+def test_a_rank_out_of_range_is_one_error_line(tmp_path, run_cli, db_path, rank, name):
+    trace = json.loads(epoch_ns_trace(tmp_path / "base.json").read_text())
+    trace.pop("distributedInfo", None)  # the file name names the rank
+    if rank is not None:
+        trace["distributedInfo"] = {"rank": rank, "world_size": 2}
+    (tmp_path / name).write_text(json.dumps(trace))
+    result = run_cli("ingest", str(tmp_path / name))
+    lines = result.err.strip().splitlines()
+    assert result.code == 1 and len(lines) == 1 and lines[0].startswith(f"error: {tmp_path / name}: the rank"), result.err
+    assert not db_path.exists()

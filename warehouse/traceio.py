@@ -434,15 +434,26 @@ def _describe(path, compressed, meta, events, time_info, odd_field_counts) -> Pa
     )
 
 
+# ranks are stored as INTEGER: a larger one overflowed in the insert (issue 35 item 20)
+_MAX_RANK = 2**31 - 1
+
+
 def detect_rank(path: Path, meta: dict) -> tuple[int, str]:
     """Rank from distributedInfo, else from a `rank-3`-like file name, else 0."""
     info = meta.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        return info["rank"], "distributedInfo"
+    if isinstance(info, dict) and isinstance(info.get("rank"), int) and not isinstance(info["rank"], bool):
+        return _checked_rank(path, info["rank"], "distributedInfo"), "distributedInfo"
     match = _RANK_IN_NAME.search(path.name)
     if match:
-        return int(match.group(1)), "file name"
+        return _checked_rank(path, int(match.group(1)), "file name"), "file name"
     return 0, "default"
+
+
+def _checked_rank(path: Path, rank: int, source: str) -> int:
+    if not 0 <= rank <= _MAX_RANK:
+        shown = str(rank) if len(str(rank)) <= 30 else f"{str(rank)[:12]}... ({len(str(rank))} digits)"
+        raise BadTraceError(path, f"the rank in its {source} ({shown}) is not a rank from 0 to {_MAX_RANK}")
+    return rank
 
 
 def _time_resolution(con) -> tuple[str, Decimal, Decimal | None]:
