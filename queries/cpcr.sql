@@ -13,6 +13,7 @@
 -- A window the engine found no path in (nothing on it to place) is still listed, with CPCR 0,
 -- the whole step as slack_before_us and the reason in `note`. A cross_rank path is one per
 -- step, on the rank that finished last: the other ranks' windows of that step are not missing it.
+-- A run of one rank gets no cross_rank rows (they would repeat ctda's).
 WITH path AS (
     SELECT run_id, rank, step, method,
            sum(counted_us) AS path_us,
@@ -60,7 +61,10 @@ window_paths AS (
     FROM analysis_windows AS w
     JOIN run_methods AS m USING (run_id)
     LEFT JOIN path AS p USING (run_id, rank, step, method)
-    WHERE NOT (m.method = 'cross_rank' AND p.run_id IS NULL
+    -- one rank's cross-rank path is its ctda path: a row that only repeats ctda is left out
+    WHERE NOT (m.method = 'cross_rank'
+               AND (SELECT count(DISTINCT a.rank) FROM analysis_windows AS a WHERE a.run_id = w.run_id) = 1)
+      AND NOT (m.method = 'cross_rank' AND p.run_id IS NULL
                AND EXISTS (SELECT 1 FROM path AS q
                            WHERE q.run_id = w.run_id AND q.step = w.step AND q.method = 'cross_rank'))
 )

@@ -94,6 +94,55 @@ DEVICE_WITHOUT_NODES_SQL = """
                       AND n.kind = 'gpu')"""
 
 
+# issue 31: a device node on the ctda path read as >= 1 ms of launch delay or unexplained
+# queued idle while an op on another stream, launched before it, ended within 100 us of its
+# start: a missed hand-off
+MISSED_HANDOFF_SQL = """
+WITH path_gpu AS (
+    SELECT c.run_id, c.rank, c.step, c.node_id, n.start_us, n.stream, n.label
+    FROM critical_path AS c
+    JOIN nodes AS n USING (run_id, rank, step, method, node_id)
+    WHERE c.method = 'ctda' AND c.kind = 'gpu' AND NOT n.carry_in
+      AND ((c.gap_kind = 'launch_delay' AND c.gap_before_us >= 1000) OR c.queued_gap_us >= 1000)
+),
+device AS (
+    SELECT e.run_id, e.rank, e.stream, e.ts_us, e.ts_us + e.dur_us AS end_us, min(l.ts_us) AS launch_us
+    FROM events AS e
+    LEFT JOIN events AS l ON l.run_id = e.run_id AND l.rank = e.rank AND l.correlation = e.correlation
+        AND is_runtime_category(l.cat)
+    WHERE e.ph = 'X' AND is_gpu_work(e.cat)
+    GROUP BY ALL
+)
+SELECT DISTINCT r.name, p.rank, p.step, p.label
+FROM path_gpu AS p
+JOIN runs AS r USING (run_id)
+JOIN device AS first ON first.run_id = p.run_id AND first.rank = p.rank AND first.stream = p.stream
+    AND first.ts_us = p.start_us
+JOIN device AS other ON other.run_id = p.run_id AND other.rank = p.rank AND other.stream <> p.stream
+    AND other.end_us <= p.start_us AND other.end_us >= p.start_us - 100
+    AND (other.launch_us IS NULL OR first.launch_us IS NULL OR other.launch_us < first.launch_us)
+"""
+
+
+def hotspots_kept(con, fixed_gaps_us=(15.0, 100.0)) -> dict[str, dict[float, int]]:
+    """Runs whose top-10 hotspots keep fewer than 8 names (or all, when fewer) between the
+    default analysis and one with each fixed hand-off tolerance; the default is restored."""
+    from warehouse.analyze import AnalysisSettings, analyze
+
+    default = top_names(con)
+    unstable: dict[str, dict[float, int]] = {}
+    try:
+        for gap in fixed_gaps_us:
+            analyze(con, show_progress=False, settings=AnalysisSettings(wait_gap_us=gap))
+            for run, names in top_names(con).items():
+                kept = len(set(names) & set(default.get(run, [])))
+                if kept < min(8, len(names)):
+                    unstable.setdefault(run, {})[gap] = kept
+    finally:
+        analyze(con, show_progress=False)
+    return unstable
+
+
 def top_names(con, top: int = 10, method: str = "ctda") -> dict[str, list[str]]:
     """Run name -> the names of its top hotspots by counted self time."""
     rows = con.execute(

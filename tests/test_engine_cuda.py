@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from invariants import BLOCKING_SHARE_SQL, broken_invariants, create_cpcr_rows, top_names
+from invariants import (BLOCKING_SHARE_SQL, MISSED_HANDOFF_SQL, broken_invariants, create_cpcr_rows, hotspots_kept,
+                        top_names)
 from warehouse.analyze import analyze
 from warehouse.connection import connect
 from warehouse.ingest import ingest
@@ -34,6 +35,14 @@ def cuda_warehouse(tmp_path_factory):
 
 def test_every_step_keeps_the_invariants(cuda_warehouse):
     assert broken_invariants(cuda_warehouse) == {}
+
+
+def test_no_device_node_waits_1ms_for_a_hand_off_that_ended_within_100us(cuda_warehouse):
+    assert cuda_warehouse.execute(MISSED_HANDOFF_SQL).fetchall() == []
+
+
+def test_top_hotspots_are_stable_as_the_hand_off_tolerance_goes_from_15_to_100us(cuda_warehouse):
+    assert hotspots_kept(cuda_warehouse) == {}
 
 
 def test_syncs_and_blocking_copies_never_count_as_cpu_work(cuda_warehouse):

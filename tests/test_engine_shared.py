@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from invariants import (BLOCKING_SHARE_SQL, DEVICE_WITHOUT_NODES_SQL, broken_invariants, create_cpcr_rows,
-                        top_names)
-from warehouse.analyze import AnalysisSettings, analyze
+from invariants import (BLOCKING_SHARE_SQL, DEVICE_WITHOUT_NODES_SQL, MISSED_HANDOFF_SQL, broken_invariants,
+                        create_cpcr_rows, hotspots_kept)
+from warehouse.analyze import analyze
 from warehouse.connection import connect
 from warehouse.ingest import ingest
 
@@ -92,16 +92,12 @@ def test_device_work_always_makes_device_nodes(shared_warehouse):
     assert shared_warehouse.execute(DEVICE_WITHOUT_NODES_SQL).fetchall() == []
 
 
-def test_top_hotspots_are_stable_under_a_wider_wait_gap(shared_warehouse):
-    default = top_names(shared_warehouse)
-    try:
-        analyze(shared_warehouse, show_progress=False, settings=AnalysisSettings(wait_gap_us=20))
-        wider = top_names(shared_warehouse)
-    finally:
-        analyze(shared_warehouse, show_progress=False)
-    unstable = {run: len(set(names) & set(wider[run])) for run, names in default.items()
-                if len(set(names) & set(wider[run])) < min(8, len(names))}
-    assert unstable == {}
+def test_no_device_node_waits_1ms_for_a_hand_off_that_ended_within_100us(shared_warehouse):
+    assert shared_warehouse.execute(MISSED_HANDOFF_SQL).fetchall() == []
+
+
+def test_top_hotspots_are_stable_as_the_hand_off_tolerance_goes_from_15_to_100us(shared_warehouse):
+    assert hotspots_kept(shared_warehouse) == {}
 
 
 @pytest.mark.parametrize("run", ["nccl", "two_ranks"])
