@@ -205,3 +205,14 @@ def test_stragglers_can_flag_a_rank_in_a_small_run_and_say_by_which_rule(run_cli
     assert [r["straggler"] for r in rows] == flagged
     small = len(step_us) < 6
     assert all(("above the median" in r["rule"]) == small and "waiting_on" in r["rule"] for r in rows)
+
+
+def test_a_real_kineto_trace_ingests_without_warnings_unless_verbose(run_cli, tmp_path):
+    from importlib import resources
+
+    # every real trace has string pid/tid lanes and flow ends without a start: not worth a warning
+    with resources.as_file(resources.files("warehouse") / "data/nccl.json.gz") as trace:
+        quiet = run_cli("ingest", "-q", str(trace), "--run", "plain")
+        verbose = run_cli("ingest", "-q", "--verbose", str(trace), "--run", "plain", "--replace")
+    assert quiet.code == 0 and quiet.err == ""
+    assert "string pid/tid lanes" in verbose.err and "flow ends without a start" in verbose.err

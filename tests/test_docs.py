@@ -87,5 +87,6 @@ def test_cli_subcommands_and_dot_commands_share_their_options(subcommand, dot):
     parser = build_parser()._subparsers._group_actions[0].choices[subcommand]
     cli_flags = {flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")}
     dot_flags = {word.strip("[]").rstrip(".") for word in REGISTRY[dot].args.split() if word.startswith("[--")}
-    # --lake and its Dask options are CLI-only: a shell session works on one database file
-    assert dot_flags == cli_flags - {"--help", "--quiet", "--db", "--lake", "--workers", "--scheduler"}
+    # --lake and its Dask options are CLI-only: a shell session works on one database file;
+    # --quiet and --verbose say how much a command prints on its own
+    assert dot_flags == cli_flags - {"--help", "--quiet", "--verbose", "--db", "--lake", "--workers", "--scheduler"}

@@ -69,6 +69,8 @@ def cmd_ingest(args) -> int:
         print(f"ingested {line}")
     for line in result.skipped + result.warnings:
         print(f"warning: {line}", file=sys.stderr)
+    for line in result.notes if args.verbose else []:
+        print(f"note: {line}", file=sys.stderr)
     print(f"run {result.run_name!r}: {len(result.loaded)} loaded, {len(result.skipped)} skipped")
     return 0
 
@@ -235,6 +237,9 @@ def _add_ingest(sub) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="trace file or folder of rank files")
     add_options(p, INGEST_OPTIONS)  # shared with the shell's .ingest
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="also note the odd fields every Kineto trace has (string pid/tid lanes, flow "
+                        "ends without a start)")
     _db_option(p)
     add_lake_option(p, distributed=True)
     p.set_defaults(handler=cmd_ingest)

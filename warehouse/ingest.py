@@ -42,6 +42,8 @@ class IngestResult:
     loaded: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # oddities every real Kineto trace has: shown only when asked for (ingest --verbose)
+    notes: list[str] = field(default_factory=list)
 
 
 def collect_files(paths: list[str | Path]) -> list[Path]:
@@ -192,6 +194,7 @@ def derive_trace(con, trace: ParsedTrace, run_id: int, result: IngestResult) -> 
     _insert_trace_row(con, trace, run_id)
     result.loaded.append(_loaded_line(con, trace, run_id))
     result.warnings.extend(_odd_field_warnings(trace))
+    result.notes.extend(_odd_field_warnings(trace, routine=True))
 
 
 def _make_room_for_rank(con, trace: ParsedTrace, run_id: int, replace: bool) -> None:
@@ -389,11 +392,16 @@ def _loaded_line(con, trace: ParsedTrace, run_id: int) -> str:
     )
 
 
-def _odd_field_warnings(trace: ParsedTrace) -> list[str]:
+# Kineto itself writes these in every real trace (string lanes for its own rows, flow ends
+# whose start fell before the profiled window): notes for --verbose, not warnings
+_ROUTINE_ODDITIES = ("string pid/tid lanes", "flow ends without a start")
+
+
+def _odd_field_warnings(trace: ParsedTrace, routine: bool = False) -> list[str]:
     counts = trace.odd_field_counts
     labels = ("complete events without dur", "string pid/tid lanes", "events without cat",
               "flow ends without a start", "events with extra keys beyond the Kineto ones")
-    odd = [f"{n:,} {label}" for n, label in zip(counts, labels) if n]
+    odd = [f"{n:,} {label}" for n, label in zip(counts, labels) if n and (label in _ROUTINE_ODDITIES) == routine]
     if not odd:
         return []
     return [f"{trace.path.name}: kept events with odd but recoverable fields: " + "; ".join(odd)]
