@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import re
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -119,6 +123,13 @@ def test_nccl_report_draws(shared_traces, tmp_path):
         wh.ingest([shared_traces / "nccl.json.gz"], run="nccl")
         wh.analyze(run="nccl")
         done = wh.export_html(tmp_path / "nccl.html", run="nccl")
+    text = (tmp_path / "nccl.html").read_text(encoding="utf-8")
+    # the views HTA users look for, from the saved reports of the same names
+    for title in ("GPU time: temporal breakdown per rank", "GPU idle time by cause, per stream",
+                  "Kernel breakdown of rank 0", "Communication overlapped by compute, per rank",
+                  "GPU queue length per stream"):
+        assert title in text
+    assert "Cross-rank" not in text  # one rank: nothing to wait for
     page = render(tmp_path / "nccl.html", chromium_or_skip())
     assert page.errors == [] and page.dom.count('class="main-svg"') >= done["charts"]
 
@@ -143,3 +154,102 @@ def test_whatif_section_appears_only_when_the_run_has_scenarios(tmp_path):
     if find_chromium() is not None:
         page = render(tmp_path / "after.html", find_chromium())
         assert page.errors == [] and page.dom.count('class="main-svg"') >= done["charts"]
+
+
+# ---- cross-rank: a recorded 2-rank run with a straggler -----------------------------------
+
+STRAGGLER = Path(__file__).parent / "data" / "gloo" / "straggler"
+
+
+def test_two_rank_report_has_a_cross_rank_section_that_draws(tmp_path):
+    with Warehouse(tmp_path / "s.duckdb") as wh:
+        wh.ingest([STRAGGLER], run="straggler")
+        wh.analyze()
+        waited = wh.sql("SELECT count(DISTINCT step) FROM collective_instances WHERE matched AND wait_us > 0"
+                        ).fetchall()[0][0]
+        crossing = wh.sql("SELECT count(DISTINCT node_rank) FROM critical_path WHERE method = 'cross_rank'"
+                          ).fetchall()[0][0]
+        done = wh.export_html(tmp_path / "s.html", run="straggler")
+    assert waited >= 2 and crossing == 2
+    text = (tmp_path / "s.html").read_text(encoding="utf-8")
+    for title in ("Cross-rank: who everyone waited for, per step", "Cross-rank: collective skew",
+                  "across ranks"):
+        assert title in text
+    assert '"name":"waited for rank 1"' in text and '"name":"path crosses ranks"' in text
+    page = render(tmp_path / "s.html", chromium_or_skip())
+    assert page.errors == []
+    drawn = set(re.findall(r'<div id="chart-(\d+)".*?class="main-svg"', page.dom, flags=re.S))
+    assert len(drawn) == done["charts"]
+    # the cross-rank path has a lane per rank on one axis
+    path_chart = page.dom[page.dom.index("across ranks"):]
+    assert 'data-unformatted="rank 0"' in path_chart and 'data-unformatted="rank 1"' in path_chart
+
+
+def test_gantt_legend_sits_above_the_plot_clear_of_the_axis_title(report):
+    path, done = report
+    text = path.read_text(encoding="utf-8")
+    # every legend of the report is anchored to the top of its figure
+    layouts = re.findall(r'"legend":\{[^}]*\}', text)
+    assert layouts and all('"yanchor":"top"' in legend and '"yref":"container"' in legend for legend in layouts)
+
+
+# ---- hostile names (issue 35, item 1) -----------------------------------------------------
+
+class _Requests(http.server.BaseHTTPRequestHandler):
+    seen: list[str] = []
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        type(self).seen.append(self.path)
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def hostile_folder(folder: Path, port: int) -> dict[str, str]:
+    """The two-rank figure-1 run with names that are markup plotly would render."""
+    names = {
+        "aten::linear": f'<a href="http://127.0.0.1:{port}/link">linear</a>',
+        "aten::mse_loss": f'<span style="mask:url(http://127.0.0.1:{port}/mask)">loss</span>',
+        "aten::add_": f'<b style="background-image:url(http://127.0.0.1:{port}/bg)">add</b>',
+        "fwd_gemm": f'<img src="http://127.0.0.1:{port}/img">gemm',
+    }
+    two_rank_folder(folder)
+    for file in folder.glob("*.json"):
+        trace = json.loads(file.read_text())
+        for event in trace["traceEvents"]:
+            event["name"] = names.get(event.get("name"), event.get("name"))
+        file.write_text(json.dumps(trace))
+    return names
+
+
+def test_hostile_names_stay_text_and_fetch_nothing(tmp_path):
+    binary = chromium_or_skip()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Requests)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        names = hostile_folder(tmp_path / "fig", port)
+        run = "evil\u202elmth.exe"
+        with Warehouse(tmp_path / "w.duckdb") as wh:
+            wh.ingest([tmp_path / "fig"], run=run)
+            wh.analyze()
+            wh.whatif(run=run, scale={f"cpu_op:{names['aten::linear']}": 0.5},
+                      name=f'<a href="http://127.0.0.1:{port}/scenario">half</a>')
+            wh.export_html(tmp_path / "evil.html", run=run)
+        page = render(tmp_path / "evil.html", binary)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert page.errors == []
+    assert _Requests.seen == []  # nothing was fetched
+    svg = "".join(re.findall(r'<svg class="main-svg".*?</svg>', page.dom, flags=re.S))
+    assert svg and f"127.0.0.1:{port}" in svg  # the names are drawn ...
+    assert not re.search(r"<a\b[^>]*href", svg)  # ... as text: no live link
+    assert not re.search(r'<[^<>]*\bstyle="[^"]*url\(', svg)  # and no style attribute that loads anything
+    assert "&lt;a href=" in svg and "&lt;span style=" in svg
+    # the run name's bidi override is written out: it reverses nothing in the heading
+    heading = re.search(r"<h1>(.*?)</h1>", page.dom, flags=re.S).group(1)
+    assert "\u202e" not in page.dom.split("<body")[1].split("<script")[0]
+    assert "evil&lt;U+202E&gt;lmth.exe" in heading
