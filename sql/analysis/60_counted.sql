@@ -133,28 +133,31 @@ member_points AS (
     FROM cp_points
     WHERE delta <> 0 AND counted_window_id IN (SELECT counted_window_id FROM not_nested)
 ),
+window_levels AS (
+    -- enough levels that the top one's single block holds every position of the window
+    SELECT counted_window_id, floor(log2(max(ord)))::INTEGER + 3 AS levels
+    FROM cp_points
+    WHERE counted_window_id IN (SELECT counted_window_id FROM not_nested)
+    GROUP BY counted_window_id
+),
 member_ranges AS (
     SELECT o.counted_window_id, o.event_id, o.ord AS open_ord, c.ord - 1 AS last_ord
     FROM member_points AS o
     JOIN member_points AS c USING (counted_window_id, event_id, ts_us, end_us, occurrence)
     WHERE o.delta = 1 AND c.delta = -1
 ),
-levels AS (
-    -- enough levels that the top one's single block holds every position of the window
-    SELECT counted_window_id, unnest(range(0, floor(log2(max(ord)))::INTEGER + 3)) AS level
-    FROM cp_points
-    WHERE counted_window_id IN (SELECT counted_window_id FROM not_nested)
-    GROUP BY counted_window_id
-),
 inside AS (
     -- the blocks of each level that lie inside a member's range: first .. last
-    SELECT r.counted_window_id, r.event_id, r.open_ord, l.level,
-           (r.open_ord + (1::BIGINT << l.level) - 1) >> l.level AS first_block,
-           ((r.last_ord + 1) >> l.level) - 1 AS last_block,
-           (r.open_ord + (1::BIGINT << (l.level + 1)) - 1) >> (l.level + 1) AS first_parent,
-           ((r.last_ord + 1) >> (l.level + 1)) - 1 AS last_parent
-    FROM member_ranges AS r
-    JOIN levels AS l USING (counted_window_id)
+    SELECT counted_window_id, event_id, open_ord, level,
+           (open_ord + (1::BIGINT << level) - 1) >> level AS first_block,
+           ((last_ord + 1) >> level) - 1 AS last_block,
+           (open_ord + (1::BIGINT << (level + 1)) - 1) >> (level + 1) AS first_parent,
+           ((last_ord + 1) >> (level + 1)) - 1 AS last_parent
+    FROM (
+        SELECT r.*, unnest(range(0, w.levels)) AS level
+        FROM member_ranges AS r
+        JOIN window_levels AS w USING (counted_window_id)
+    )
 ),
 blocks AS (
     -- only the two end blocks of a level can have a parent that is not inside
@@ -168,13 +171,21 @@ blocks AS (
     WHERE NOT (block >> 1 BETWEEN first_parent AND last_parent)
     GROUP BY ALL
 ),
+ancestors AS MATERIALIZED (
+    -- the block of each level that holds the point; materialized, so that the join below
+    -- matches on all three keys (joined on the window alone, it grew with the square again)
+    SELECT counted_window_id, ord, level, ord >> level AS block
+    FROM (
+        SELECT s.counted_window_id, s.ord, unnest(range(0, w.levels)) AS level
+        FROM segments AS s
+        JOIN window_levels AS w USING (counted_window_id)
+        WHERE s.delta <> 1
+    )
+),
 running AS (
-    SELECT s.counted_window_id, s.ord, arg_max(b.event_id, b.open_ord) AS event_id
-    FROM segments AS s
-    JOIN levels AS l USING (counted_window_id)
-    JOIN blocks AS b
-        ON b.counted_window_id = s.counted_window_id AND b.level = l.level AND b.block = s.ord >> l.level
-    WHERE s.delta <> 1
+    SELECT a.counted_window_id, a.ord, arg_max(b.event_id, b.open_ord) AS event_id
+    FROM ancestors AS a
+    JOIN blocks AS b USING (counted_window_id, level, block)
     GROUP BY ALL
 )
 SELECT s.counted_window_id, coalesce(r.event_id, s.owner_event_id) AS event_id, s.next_t - s.t AS length_us
