@@ -409,3 +409,14 @@ def test_cross_rank_path_is_drawn_with_flows_that_cross_ranks(straggler, tmp_pat
     straggler.export_overlay(tmp_path / "all.json", run="straggler", methods="all")
     every = read_trace(tmp_path / "all.json")["traceEvents"]
     assert any(e.get("cat") == "cross_rank_path" for e in every)
+
+
+def test_cli_accepts_method_cross_rank(run_cli, tmp_path):
+    assert run_cli("ingest", "-q", str(STRAGGLER), "--run", "straggler").code == 0
+    assert run_cli("analyze", "-q").code == 0
+    out = tmp_path / "x.json.gz"
+    result = run_cli("export", "overlay", "--run", "straggler", "--method", "cross_rank", "-o", str(out))
+    assert result.code == 0, result.err
+    assert "cross_rank" in result.out
+    names = {e["args"]["name"] for e in read_trace(out)["traceEvents"] if e["name"] == "process_name"}
+    assert "Critical path (cross_rank)" in names
