@@ -216,3 +216,18 @@ def test_a_real_kineto_trace_ingests_without_warnings_unless_verbose(run_cli, tm
         verbose = run_cli("ingest", "-q", "--verbose", str(trace), "--run", "plain", "--replace")
     assert quiet.code == 0 and quiet.err == ""
     assert "string pid/tid lanes" in verbose.err and "flow ends without a start" in verbose.err
+
+
+def test_a_lone_file_shows_its_stages_on_a_terminal(tmp_path):
+    # a single 19 MB .gz took 5-9 s with a blank screen; the stages show once the parse has
+    # taken about a second (0 here, so that a small file shows them too)
+    import pexpect
+
+    trace = write_trace(tmp_path, "lone")
+    command = ctda_command() + ["--db", str(tmp_path / "t.duckdb"), "ingest", str(trace)]
+    child = pexpect.spawn(command[0], command[1:], encoding="utf-8", timeout=120, dimensions=(24, 100),
+                          env={**os.environ, "CTDA_PROGRESS_DELAY_S": "0"})
+    child.expect(r"lone\.json: typing the events \([\d.,]+ MB\)")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0 and "run 'lone': 1 loaded" in child.before

@@ -24,7 +24,7 @@ import pyarrow as pa
 from . import sqlfiles
 from .errors import BadTraceError, CtdaError
 from .experiments import check_meta_keys, refresh_run_meta
-from .progress import progress_bar
+from .progress import progress_bar, stage_bar
 from .traceio import (DUCKDB_ROW_GROUP_ROWS, ParsedTrace, check_regular_file, in_row_group_batches, is_trace_file,
                       parse_folder, read_trace, remove_abandoned_parse_folders)
 from .transaction import transaction
@@ -84,9 +84,10 @@ def parse_files(files: list[Path], show_progress: bool = True, spill_folder: Pat
     visible = show_progress and (len(files) > 1 or total_bytes > _LARGE_INPUT_BYTES)
     cores = os.cpu_count() or 1
     workers = min(len(files), cores)
-    with progress_bar("parsing", len(files), visible) as advance:
+    with progress_bar("parsing", len(files), visible and len(files) > 1) as advance:
         if workers <= 1 or spill_folder is None or _json_bytes_estimate(files) < _POOL_MIN_JSON_BYTES:
-            return [_parse_one(f, advance) for f in files]
+            # a lone file shows its stages instead, once it takes more than about a second
+            return [_parse_one(f, advance, show_progress and len(files) == 1) for f in files]
         # each worker's DuckDB gets its share of the cores, not all of them
         threads = max(1, cores // workers)
         spill_files = [spill_folder / f"events-{index}.arrow" for index in range(len(files))]
@@ -114,8 +115,9 @@ def _json_bytes_estimate(files: list[Path]) -> int:
     return sum(f.stat().st_size * (12 if f.name.endswith(".gz") else 1) for f in files)
 
 
-def _parse_one(path: Path, advance) -> ParsedTrace:
-    trace = read_trace(path)
+def _parse_one(path: Path, advance, show_stages: bool = False) -> ParsedTrace:
+    with stage_bar(path.name, show_stages) as stage:
+        trace = read_trace(path, on_stage=stage)
     advance()
     return trace
 
@@ -157,7 +159,10 @@ def _load_batch(con, parsed, name, meta, replace, show_progress) -> IngestResult
     result = IngestResult(run_name=name, run_id=run_id)
     to_load = [trace for trace in parsed if _make_room_or_skip(con, trace, run_id, replace, result)]
     visible = show_progress and len(parsed) > 1
-    with progress_bar("loading", len(to_load), visible) as advance:
+    lone = to_load[0] if len(parsed) == 1 and to_load else None  # shows its stage, as its parse did
+    with progress_bar("loading", len(to_load), visible) as advance, \
+            stage_bar(lone.path.name if lone else "", show_progress and lone is not None) as stage:
+        stage("loading into the warehouse", lone.file_bytes if lone else 0)
         insert_events(con, to_load, run_id)
         for trace in to_load:
             derive_trace(con, trace, run_id, result)

@@ -21,3 +21,48 @@ def progress_bar(label: str, total: int, visible: bool = True):
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda: bar.advance(task)
+
+
+# a single file's parse shows its stages once it has taken this long (CTDA_PROGRESS_DELAY_S
+# overrides it: the tests set 0)
+STAGE_DELAY_S = 1.0
+
+
+@contextmanager
+def stage_bar(label: str, visible: bool = True):
+    """Yield `stage(name, size_bytes)`. Work that outlasts STAGE_DELAY_S shows, on stderr,
+    `label: name (123.4 MB)` with a spinner and the time taken, so one big file never leaves
+    a blank screen. Only when visible and a terminal; gone when the work ends."""
+    import os
+    import threading
+
+    if not (visible and sys.stderr.isatty()):
+        yield lambda name, size: None
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                   console=Console(stderr=True), transient=True)
+    task = bar.add_task(label, total=None)
+    lock, state = threading.Lock(), {"done": False}
+
+    def start() -> None:
+        with lock:  # never start a bar the work has already ended
+            if not state["done"]:
+                bar.start()
+
+    timer = threading.Timer(float(os.environ.get("CTDA_PROGRESS_DELAY_S", STAGE_DELAY_S)), start)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield lambda name, size: bar.update(task, description=f"{label}: {name} ({_megabytes(size)})")
+    finally:
+        with lock:
+            state["done"] = True
+            timer.cancel()
+            bar.stop()
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:,.1f} MB"

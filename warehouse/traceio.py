@@ -114,12 +114,16 @@ def is_trace_file(path: Path) -> bool:
     return path.is_file() and path.name.endswith(TRACE_SUFFIXES)
 
 
-def read_trace(path: Path, duckdb_threads: int | None = None) -> ParsedTrace:
+def read_trace(path: Path, duckdb_threads: int | None = None, on_stage=None) -> ParsedTrace:
     """Parse and validate one trace file; raises BadTraceError with a one-line reason.
 
-    duckdb_threads caps the typing query's threads (worker processes share the cores)."""
+    duckdb_threads caps the typing query's threads (worker processes share the cores);
+    on_stage(name, size_bytes) hears each stage begin (progress.stage_bar shows them)."""
+    stage = on_stage or (lambda name, size: None)
     compressed = _read_bytes(path)
+    stage("decompressing", len(compressed))
     text = _decompress(path, compressed)
+    stage("reading the JSON", len(text))
     top = _decode_top(path, text)
     # a view into `text`, not a copy: copying a 480k-event array cost ~45 ms a file
     events_json = memoryview(top.pop("traceEvents"))
@@ -128,8 +132,10 @@ def read_trace(path: Path, duckdb_threads: int | None = None) -> ParsedTrace:
     meta = _decode_meta(path, top)
     con = _typing_connection(duckdb_threads).cursor()  # closing it drops its results and views
     try:
+        stage("typing the events", len(events_json))
         events = _type_events(path, con, events_json)
         con.register("events", events)
+        stage("checking the events", len(events_json))
         _check_events(path, con, events_json)
         resolution, scale, min_ts = _time_resolution(con)
         odd_field_counts = tuple(con.execute(sqlfiles.load("ingest/odd_fields.sql")).fetchone())
