@@ -5,6 +5,11 @@
 -- the NCCL kernel(s) its launch calls started, else as the gloo:* annotation of a gloo worker
 -- thread (the k-th of that collective on the rank, in order), else as the call itself. NCCL
 -- kernels and gloo executions with no call in the trace are instances of their own.
+--
+-- A call and its execution are one instance: FSDP's c10d::_allgather_base_ executes as
+-- gloo:all_gather and its c10d::_reduce_scatter_base_ as gloo:all_reduce. Point-to-point
+-- send/recv (c10d::send, c10d::recv_) is matched per channel, not per group: its group key
+-- is '<pg>:<sender>-><receiver>', with the peer from the call's Concrete Inputs.
 
 CREATE OR REPLACE TEMP TABLE cr_runs AS
 SELECT run_id FROM runs WHERE $run_id IS NULL OR run_id = $run_id;
@@ -29,6 +34,10 @@ WITH calls AS (
 ),
 described AS (
     SELECT c.run_id, c.rank, c.event_id, c.name AS call_name, c.pid, c.tid, c.ts_us, c.end_us,
+           -- send(tensors, pg, dstRank, tag) / recv_(tensors, pg, srcRank, tag): the peer,
+           -- a rank of the call's group
+           CASE WHEN collective_key(c.name) IN ('send', 'recv')
+                THEN TRY_CAST(c.args -> 'Concrete Inputs' ->> 2 AS INTEGER) END AS call_peer,
            m.ts_us AS meta_ts_us, m.event_id AS meta_event_id, m.args,
            -- elements of the first input: one tensor, or the sum over a TensorList
            coalesce(list_aggregate(TRY_CAST(m.args -> 'Input Dims' -> 0 AS BIGINT[]), 'product'),
@@ -41,7 +50,7 @@ described AS (
         ON m.run_id = c.run_id AND m.rank = c.rank AND m.pid = c.pid AND m.tid = c.tid
        AND m.ts_us >= c.ts_us AND m.end_us <= c.end_us
 )
-SELECT run_id, rank, event_id, call_name, pid, tid, ts_us, end_us,
+SELECT run_id, rank, event_id, call_name, call_peer, pid, tid, ts_us, end_us,
        arg_min(args ->> 'Collective name', (meta_ts_us, meta_event_id)) FILTER (WHERE args ->> 'Collective name' IS NOT NULL)
            AS meta_name,
        arg_min(greatest(TRY_CAST(args ->> 'In msg nelems' AS BIGINT), TRY_CAST(args ->> 'Out msg nelems' AS BIGINT)),
@@ -54,7 +63,7 @@ SELECT run_id, rank, event_id, call_name, pid, tid, ts_us, end_us,
        arg_min(TRY_CAST(TRY_CAST(args ->> 'Process Group Ranks' AS JSON) AS INTEGER[]), (meta_ts_us, meta_event_id))
            FILTER (WHERE args ->> 'Process Group Ranks' IS NOT NULL) AS meta_ranks
 FROM described
-GROUP BY run_id, rank, event_id, call_name, pid, tid, ts_us, end_us;
+GROUP BY run_id, rank, event_id, call_name, call_peer, pid, tid, ts_us, end_us;
 
 -- NCCL kernels, with the call that launched them when the launch is in the trace.
 CREATE OR REPLACE TEMP TABLE cr_kernels AS
@@ -74,21 +83,31 @@ LEFT JOIN cr_calls AS c
     ON c.run_id = k.run_id AND c.rank = k.rank AND c.pid = k.launch_pid AND c.tid = k.launch_tid
    AND k.launch_ts_us BETWEEN c.ts_us AND c.end_us;
 
--- gloo worker executions (gloo:* annotations outside any call), paired in order with the
--- rank's calls of the same collective that launched no kernel.
+-- gloo executions, paired in order with the rank's calls of the same collective that
+-- launched no kernel: gloo:* annotations of a worker thread (outside any call), and the
+-- gloo:send / gloo:recv of a point-to-point call, which run on the calling thread from the
+-- post (inside or right after the call) to the completion. A call's execution key is the
+-- annotation gloo writes for it: the *_base_ tensor variants run as the plain collective,
+-- and gloo runs a reduce-scatter of one tensor as an all-reduce (FSDP's gradient sync).
 CREATE OR REPLACE TEMP TABLE cr_gloo AS
 WITH execs AS (
     SELECT run_id, rank, event_id, name, ts_us, end_us, args,
            collective_key(name) AS key,
            row_number() OVER (PARTITION BY run_id, rank, collective_key(name) ORDER BY ts_us, event_id) AS nth
     FROM cr_comm_events
-    WHERE starts_with(name, 'gloo:') AND outside_calls
+    WHERE starts_with(name, 'gloo:') AND (outside_calls OR collective_key(name) IN ('send', 'recv'))
+),
+call_keys AS (
+    SELECT *, CASE collective_key(coalesce(meta_name, call_name))
+                  WHEN 'allgatherbase' THEN 'allgather'
+                  WHEN 'reducescatterbase' THEN 'allreduce'
+                  ELSE collective_key(coalesce(meta_name, call_name)) END AS key
+    FROM cr_calls
 ),
 calls AS (
-    SELECT run_id, rank, event_id, ts_us, collective_key(coalesce(meta_name, call_name)) AS key,
-           row_number() OVER (PARTITION BY run_id, rank, collective_key(coalesce(meta_name, call_name))
-                              ORDER BY ts_us, event_id) AS nth
-    FROM cr_calls AS c
+    SELECT run_id, rank, event_id, ts_us, key,
+           row_number() OVER (PARTITION BY run_id, rank, key ORDER BY ts_us, event_id) AS nth
+    FROM call_keys AS c
     WHERE NOT EXISTS (SELECT 1 FROM cr_kernels AS k
                       WHERE k.run_id = c.run_id AND k.rank = c.rank AND k.call_event_id = c.event_id)
 )
@@ -107,16 +126,20 @@ WITH by_kernel AS (
     GROUP BY ALL
 )
 SELECT c.run_id, c.rank, c.event_id AS cpu_event_id, c.ts_us AS enqueue_us,
-       coalesce(k.start_us, g.ts_us, c.ts_us) AS start_us,
-       coalesce(k.end_us, g.end_us, c.end_us) AS end_us,
+       -- a point-to-point call arrives when it posts (the call's start; a recv may block in
+       -- the call itself) and completes when its gloo:send / gloo:recv does
+       CASE WHEN c.call_peer IS NOT NULL AND k.exec_event_id IS NULL THEN c.ts_us
+            ELSE coalesce(k.start_us, g.ts_us, c.ts_us) END AS start_us,
+       CASE WHEN c.call_peer IS NOT NULL AND k.exec_event_id IS NULL THEN greatest(c.end_us, g.end_us)
+            ELSE coalesce(k.end_us, g.end_us, c.end_us) END AS end_us,
        CASE WHEN k.exec_event_id IS NOT NULL THEN 'nccl_kernel'
-            WHEN g.event_id IS NOT NULL THEN 'gloo_worker' ELSE 'cpu_call' END AS executed_on,
+            WHEN g.event_id IS NOT NULL AND c.call_peer IS NULL THEN 'gloo_worker' ELSE 'cpu_call' END AS executed_on,
        coalesce(k.exec_event_id, g.event_id, c.event_id) AS exec_event_id,
        clean_collective_name(coalesce(c.meta_name, k.kernel_args ->> 'Collective name', c.call_name)) AS name,
        coalesce(c.meta_nelems, c.dims_nelems, TRY_CAST(g.args -> 'Input Dims' -> 0 ->> 0 AS BIGINT)) AS nelems,
        coalesce(c.meta_dtype, c.dims_dtype, g.args -> 'Input type' ->> 0) AS dtype,
        coalesce(c.meta_pg, k.kernel_args ->> 'Process Group Name') AS pg_name,
-       c.meta_ranks AS pg_ranks
+       c.meta_ranks AS pg_ranks, c.call_peer AS peer
 FROM cr_calls AS c
 LEFT JOIN by_kernel AS k ON k.run_id = c.run_id AND k.rank = c.rank AND k.call_event_id = c.event_id
 LEFT JOIN cr_gloo AS g ON g.run_id = c.run_id AND g.rank = c.rank AND g.call_event_id = c.event_id
@@ -125,11 +148,11 @@ SELECT run_id, rank, NULL, NULL, ts_us, end_us, 'nccl_kernel', event_id,
        clean_collective_name(coalesce(args ->> 'Collective name', regexp_extract(name, '^nccl(?:Dev)?Kernel_([A-Za-z]+)', 1))),
        greatest(TRY_CAST(args ->> 'In msg nelems' AS BIGINT), TRY_CAST(args ->> 'Out msg nelems' AS BIGINT)),
        args ->> 'dtype', coalesce(args ->> 'Process Group Name', args ->> 'Process Group ID'),
-       TRY_CAST(TRY_CAST(args ->> 'Process Group Ranks' AS JSON) AS INTEGER[])
+       TRY_CAST(TRY_CAST(args ->> 'Process Group Ranks' AS JSON) AS INTEGER[]), NULL
 FROM cr_kernels WHERE call_event_id IS NULL
 UNION ALL
 SELECT run_id, rank, NULL, NULL, ts_us, end_us, 'gloo_worker', event_id, clean_collective_name(name),
-       TRY_CAST(args -> 'Input Dims' -> 0 ->> 0 AS BIGINT), args -> 'Input type' ->> 0, NULL, NULL
+       TRY_CAST(args -> 'Input Dims' -> 0 ->> 0 AS BIGINT), args -> 'Input type' ->> 0, NULL, NULL, NULL
 FROM cr_gloo WHERE call_event_id IS NULL;
 
 -- Process groups named in distributedInfo.pg_config (ranks as a list, or as its text).
@@ -145,6 +168,8 @@ FROM entries;
 -- Group, order and step of every instance. A call that names no group belongs to the rank's
 -- default group (pg_config's default_pg), else to 'default' spanning the run's ranks.
 -- group_ranks keeps only the group's ranks that are in the run: those are the ones to match.
+-- A send or recv whose peer is known belongs to its channel ('<pg>:<sender>-><receiver>',
+-- global ranks), whose two ranks match its sends with its recvs in order.
 CREATE OR REPLACE TEMP TABLE cr_instances AS
 WITH run_ranks AS (
     SELECT run_id, list(rank ORDER BY rank) AS ranks
@@ -162,6 +187,21 @@ grouped AS (
     LEFT JOIN cr_pg_config AS p ON p.run_id = i.run_id AND p.rank = i.rank AND p.pg_name = i.pg_name
     LEFT JOIN cr_pg_config AS q ON q.run_id = i.run_id AND q.rank = i.rank AND q.pg_name = d.pg_name
         AND i.pg_name IS NULL
+),
+peers AS (
+    SELECT *, coalesce(list_extract(declared_ranks, peer + 1), peer) AS peer_rank FROM grouped
+),
+directed AS (
+    SELECT *,
+           CASE collective_key(name) WHEN 'send' THEN rank WHEN 'recv' THEN peer_rank END AS sender,
+           CASE collective_key(name) WHEN 'send' THEN peer_rank WHEN 'recv' THEN rank END AS receiver
+    FROM peers
+),
+channels AS (
+    SELECT * REPLACE (
+               CASE WHEN sender IS NULL OR receiver IS NULL THEN pg ELSE pg || ':' || sender || '->' || receiver END AS pg,
+               CASE WHEN sender IS NULL OR receiver IS NULL THEN declared_ranks ELSE [sender, receiver] END AS declared_ranks)
+    FROM directed
 )
 SELECT g.run_id, g.rank, s.step, g.pg,
        row_number() OVER (PARTITION BY g.run_id, g.pg, g.rank
@@ -169,6 +209,6 @@ SELECT g.run_id, g.rank, s.step, g.pg,
        g.name, g.nelems, g.dtype, g.nelems * analysis_dtype_bytes(g.dtype) AS bytes,
        list_sort(list_filter(g.declared_ranks, lambda x: list_contains(g.present_ranks, x))) AS group_ranks,
        g.enqueue_us, g.start_us, g.end_us, g.executed_on, g.cpu_event_id, g.exec_event_id
-FROM grouped AS g
+FROM channels AS g
 ASOF LEFT JOIN steps AS s
     ON s.run_id = g.run_id AND s.rank = g.rank AND coalesce(g.enqueue_us, g.start_us) >= s.start_us;

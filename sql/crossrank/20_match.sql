@@ -3,13 +3,15 @@
 -- arrival skew of every matched collective in aligned time.
 
 -- A (pg, seq) matches when every rank of the group in the run has it once, under one
--- collective name and (for fixed-size collectives) one message size.
+-- collective name and (for fixed-size collectives) one message size. On a point-to-point
+-- channel ('<pg>:<sender>-><receiver>') the sender's send matches the receiver's recv.
 CREATE OR REPLACE TEMP TABLE cr_group_checks AS
 SELECT run_id, pg, seq,
        count(*) AS instances,
        list_sort(list(DISTINCT rank)) AS ranks,
        max(len(group_ranks)) AS group_rank_count,
-       list_sort(list(DISTINCT collective_key(name))) AS keys,
+       list_sort(list(DISTINCT CASE WHEN collective_key(name) IN ('send', 'recv') THEN 'send/recv'
+                                    ELSE collective_key(name) END)) AS keys,
        count(DISTINCT nelems) FILTER (WHERE NOT collective_size_varies(name)) AS sizes,
        list_sort(list_distinct(flatten(list(group_ranks)))) AS expected
 FROM cr_instances
@@ -37,9 +39,10 @@ WITH clocks AS (
     SELECT run_id, rank, coalesce('host ' || (metadata ->> 'host_name'), 'rank ' || rank) AS clock
     FROM traces WHERE run_id IN (SELECT run_id FROM cr_runs)
 ),
+-- a send may complete before its recv does: only collectives end together
 ends AS (
     SELECT run_id, rank, end_us - median(end_us) OVER (PARTITION BY run_id, pg, seq) AS late_us
-    FROM cr_matched WHERE unmatched_reason IS NULL
+    FROM cr_matched WHERE unmatched_reason IS NULL AND collective_key(name) NOT IN ('send', 'recv')
 ),
 per_clock AS (
     SELECT c.run_id, c.clock, median(e.late_us) AS late_us, count(*) AS collectives
@@ -60,6 +63,7 @@ WHERE traces.run_id = o.run_id AND traces.rank = o.rank;
 -- that passed the name and size checks is still no match when a rank finished it before
 -- another rank arrived (beyond $causality_tolerance_us): a collective cannot complete
 -- before its last participant joins, so those are different calls that happen to share a seq.
+-- Of a send/recv pair only the recv cannot complete before the send is posted.
 CREATE OR REPLACE TEMP TABLE cr_aligned AS
 WITH aligned AS (
     SELECT m.*, m.start_us - coalesce(o.clock_offset_us, 0) AS aligned_start_us,
@@ -70,7 +74,8 @@ WITH aligned AS (
 causal AS (
     SELECT * REPLACE (
         CASE WHEN unmatched_reason IS NULL
-                  AND min(aligned_end_us) OVER g < max(aligned_start_us) OVER g - $causality_tolerance_us
+                  AND min(CASE WHEN collective_key(name) <> 'send' THEN aligned_end_us END) OVER g
+                      < max(aligned_start_us) OVER g - $causality_tolerance_us
              THEN 'a rank finished it before another arrived: not the same collective'
              ELSE unmatched_reason END AS unmatched_reason)
     FROM aligned

@@ -5,8 +5,10 @@
 -- late rank's ctda path from its arrival, back to the next gate or its window start.
 --
 -- The path reaches a collective when its execution event is on the path (a NCCL kernel, a
--- synchronous call), or when the path resumes within $resume_tolerance_us after its end from
--- a gap that contains the end (the thread sat blocked in wait()). Rows keep the node's own
+-- synchronous call), when its send/recv call is on the path and blocked past the late arrival
+-- until within $resume_tolerance_us of the end (a gloo recv_ waits inside the call), or
+-- when the path resumes within $resume_tolerance_us after its end from a gap that contains
+-- the end (the thread sat blocked in wait()). Rows keep the node's own
 -- rank (node_rank) and own clock; gaps between rows are measured in aligned time.
 
 -- Analysed windows and their ranks' clock offsets.
@@ -29,7 +31,8 @@ WHERE p.method = 'ctda';
 -- late rank's clock (its arrival), where the path continues.
 CREATE OR REPLACE TEMP TABLE cr_gates AS
 WITH waited AS (
-    SELECT i.run_id, w.step, i.rank, i.pg, i.seq, i.end_us, i.exec_event_id, i.last_rank AS next_rank,
+    SELECT i.run_id, w.step, i.rank, i.pg, i.seq, i.name, i.end_us, i.exec_event_id, i.cpu_event_id,
+           i.last_rank AS next_rank,
            i.start_us + i.wait_us AS cut_us, late.start_us AS next_upper_us
     FROM collective_instances AS i
     JOIN collective_instances AS late
@@ -47,6 +50,12 @@ reached AS (
     WHERE EXISTS (SELECT 1 FROM path_events AS e
                   WHERE e.run_id = g.run_id AND e.rank = g.rank AND e.step = g.step AND e.method = 'ctda'
                     AND e.event_id = g.exec_event_id)
+       OR EXISTS (SELECT 1 FROM path_events AS e
+                  JOIN events AS c ON c.run_id = e.run_id AND c.rank = e.rank AND c.event_id = e.event_id
+                  WHERE e.run_id = g.run_id AND e.rank = g.rank AND e.step = g.step AND e.method = 'ctda'
+                    AND e.event_id = g.cpu_event_id AND collective_key(g.name) IN ('send', 'recv')
+                    AND c.end_us >= g.cut_us
+                    AND c.end_us >= g.end_us - $resume_tolerance_us)
        OR EXISTS (SELECT 1 FROM cr_rank_paths AS p
                   WHERE p.run_id = g.run_id AND p.rank = g.rank AND p.step = g.step
                     AND g.end_us BETWEEN p.prev_end_us AND p.counted_start_us
