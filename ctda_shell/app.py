@@ -68,7 +68,7 @@ def open_state(db: str | None, read_only: bool = False, safe: bool = False) -> S
     `safe` sessions reach no other file from SQL."""
     path = resolve_db_path(db)
     con = open_session(path, read_only=read_only, safe=safe)
-    state = ShellState(con=con, db_path=path, read_only=read_only)
+    state = ShellState(con=con, db_path=path, read_only=read_only, safe=safe)
     _apply_settings(state, load_config())
     if not read_only:
         from warehouse.experiments import refresh_run_meta
@@ -82,7 +82,8 @@ def open_lake_state(lake_dir: str, safe: bool = False) -> ShellState:
     """A read-only session over a Parquet lake: every table is a view over its files."""
     from warehouse.lake import open_lake
 
-    state = ShellState(con=open_lake(lake_dir, safe=safe), db_path=Path(lake_dir), read_only=True, lake=True)
+    state = ShellState(con=open_lake(lake_dir, safe=safe), db_path=Path(lake_dir), read_only=True, lake=True,
+                       safe=safe)
     _apply_settings(state, load_config())
     return state
 
@@ -101,6 +102,25 @@ def history_path() -> Path:
     return Path(os.environ.get(HISTORY_ENV) or default)
 
 
+def session_history():
+    """The history file, or, when it cannot be one (a folder, a folder that does not exist,
+    no write permission), history for this session only, said once: prompt_toolkit printed
+    a traceback at every prompt."""
+    from prompt_toolkit.history import InMemoryHistory
+
+    path = history_path()
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "is a folder", str(path))
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        print(f"warning: history file {path}: {exc.strerror or exc}; history is kept for this session only",
+              file=sys.stderr)
+        return InMemoryHistory()
+    return FileHistory(str(path))
+
+
 def build_session(state: ShellState, **io) -> PromptSession:
     """The prompt: highlighting, history, suggestions, completion; `io` sets input/output in tests."""
     catalog = Catalog(state.con, state.holding)
@@ -108,7 +128,7 @@ def build_session(state: ShellState, **io) -> PromptSession:
     session = PromptSession(
         lexer=PygmentsLexer(PostgresLexer),
         completer=WarehouseCompleter(catalog),
-        history=FileHistory(str(history_path())),
+        history=session_history(),
         auto_suggest=AutoSuggestFromHistory(),
         # the typed input, not the focused buffer: during Ctrl-R that is the search text
         multiline=Condition(lambda: not input_complete(session.default_buffer.text)),
@@ -142,9 +162,15 @@ def loop(state: ShellState, session: PromptSession) -> int:
 def run_and_show(state: ShellState, text: str) -> bool:
     """Run one input, printing each result as it comes, or the error that stopped it; True
     when every part worked."""
+    from warehouse.transaction import forget_commits, interrupted_message
+
+    forget_commits()  # a Ctrl-C below says whether this input's work was saved, not an earlier one's
     started = time.perf_counter()
     try:
         execute(state, text)
+    except KeyboardInterrupt as exc:  # Ctrl-C in a dot command (.ingest): cancel it, keep the session
+        print(f"error: {interrupted_message(exc)}", file=sys.stderr)
+        return False
     except (CtdaError, duckdb.Error, QueryCancelled, OSError) as exc:
         print("error: " + "\n".join(error_lines(exc)), file=sys.stderr)
         return False

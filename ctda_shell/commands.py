@@ -323,6 +323,9 @@ def output(state, words):
 @dot_command(".read", "FILE", "run the SQL and dot commands in FILE", complete=PATHS)
 def read(state, words):
     _expect(words, 1, ".read FILE", least=1)
+    if state.safe:  # it reads any file of the machine, and an error echoes the file's lines
+        raise CtdaError(".read is off in a --safe session: it would read any file; "
+                        "pipe the file in instead (ctda-sql shell --safe < FILE)")
     path = Path(words[0])
     if not path.is_file():
         raise CtdaError(f"{path}: no such file")

@@ -52,6 +52,8 @@ class ShellState:
     max_width: int | None = None
     # a Parquet lake: the connection holds views over its files, so nothing is attached
     lake: bool = False
+    # --safe: SQL reaches no file but the warehouse, and .read reads none
+    safe: bool = False
     # completion cache, told to forget after DDL and ingest (set by the app)
     on_schema_change: list = field(default_factory=list)
 

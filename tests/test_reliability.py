@@ -300,3 +300,68 @@ def test_a_rank_out_of_range_is_one_error_line(tmp_path, run_cli, db_path, rank,
     lines = result.err.strip().splitlines()
     assert result.code == 1 and len(lines) == 1 and lines[0].startswith(f"error: {tmp_path / name}: the rank"), result.err
     assert not db_path.exists()
+
+
+# ---- issue 35 items 17, 19, 21: the shell --------------------------------------------------
+
+def test_a_safe_shell_reads_no_file_with_dot_read(shared_warehouse, db_path, tmp_path):
+    """.read read any file and echoed its first line in the parse error (the password file)."""
+    from ctda_shell.app import open_state, run_and_show
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:secret-line\n")
+    state = open_state(str(db_path), read_only=True, safe=True)
+    try:
+        import contextlib
+        import io
+
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            assert not run_and_show(state, f".read {secret}")
+    finally:
+        state.con.close()
+    assert err.getvalue().startswith("error: .read is off in a --safe session") and "secret-line" not in err.getvalue()
+
+
+def test_a_history_file_that_is_a_folder_is_said_once_and_the_shell_works(shared_warehouse, db_path, tmp_path,
+                                                                          monkeypatch, capsys):
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from ctda_shell.app import build_session, loop, open_state
+
+    folder = tmp_path / "history_folder"
+    folder.mkdir()
+    monkeypatch.setenv("CTDA_HISTORY", str(folder))
+    state = open_state(str(db_path), read_only=True)
+    try:
+        with create_pipe_input() as pipe:
+            session = build_session(state, input=pipe, output=DummyOutput())
+            pipe.send_text("SELECT 'first' AS a;\rSELECT 'second' AS b;\r\x04")
+            assert loop(state, session) == 0
+    finally:
+        state.con.close()
+    captured = capsys.readouterr()
+    assert "first" in captured.out and "second" in captured.out
+    assert captured.err.count("warning: history file") == 1 and "Traceback" not in captured.err
+
+
+def test_ctrl_c_during_dot_ingest_cancels_it_and_the_shell_goes_on(shared_warehouse, db_path, monkeypatch, capsys):
+    """Ctrl-C during `.ingest` quit the shell (exit 130); during a query it only cancels it."""
+    from ctda_shell.app import open_state, run_and_show
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    second = busy_trace(shared_warehouse / "second.json", steps=2, ops=3)
+    state = open_state(str(db_path))
+    try:
+        monkeypatch.setattr("warehouse.ingest.ingest", interrupted)
+        assert not run_and_show(state, f".ingest {second} --run second")
+        monkeypatch.undo()
+        assert run_and_show(state, "SELECT count(*) AS runs FROM runs;")
+    finally:
+        state.con.close()
+    captured = capsys.readouterr()
+    assert "error: interrupted; the database is unchanged" in captured.err
+    assert "runs" in captured.out
