@@ -228,15 +228,18 @@ def hotspots_figure(hot: dict):
     from plotly.subplots import make_subplots
 
     counts = [max(int(np.sum(hot["method"] == m)), 1) for m in METHODS]
+    plots = 22 * sum(counts) + 60 * len(METHODS)
+    gap = 110  # px between the plots: the upper one's axis title, the lower one's title
     fig = make_subplots(rows=len(METHODS), cols=1, subplot_titles=METHODS, row_heights=counts,
-                        vertical_spacing=0.08)
+                        vertical_spacing=gap / (plots + gap * (len(METHODS) - 1)))
     for row, method in enumerate(METHODS, start=1):
         rows = hot["method"] == method
         phases, names = hot["phase"][rows], hot["name"][rows]
         for phase in dict.fromkeys(phases.tolist()):
             mine = phases == phase
             fig.add_trace(go.Bar(
-                y=[f"{shown(phase)} · {shown(n, 48)}" for n in names[mine]], x=_ms(hot["path_us"][rows][mine]),
+                y=_distinct([f"{shown(phase)} · {shown(n, 48)}" for n in names[mine]]),
+                x=_ms(hot["path_us"][rows][mine]),
                 orientation="h", name=shown(phase), marker_color=PHASE_COLORS.get(phase, "#7f7f7f"),
                 legendgroup=phase, showlegend=row == 1,
                 customdata=np.stack([_shown_all(names[mine]), hot["share_of_path"][rows][mine]], axis=-1),
@@ -245,7 +248,7 @@ def hotspots_figure(hot: dict):
             ), row=row, col=1)
         fig.update_yaxes(autorange="reversed", automargin=True, row=row, col=1)
         fig.update_xaxes(title_text="ms on the path", row=row, col=1)
-    _legend_above(fig, 22 * sum(counts) + 140 * len(METHODS), top=100)
+    _legend_above(fig, plots + gap * (len(METHODS) - 1) + 60, top=100)
     return fig
 
 
@@ -259,6 +262,17 @@ def shown(value, width: int | None = None) -> str:
     nothing, and bidi controls written out (`<U+202E>`), so they reverse nothing."""
     text = _BIDI_CONTROLS.sub(lambda m: f"<U+{ord(m.group()):04X}>", str(value))
     return html.escape(text if width is None else _short(text, width), quote=False)
+
+
+def _distinct(labels: list[str]) -> list[str]:
+    """Category labels made distinct: two long names cut to the same prefix would share one
+    bar (`void cudnn::bn_bw_1C11_kernel_new<float, float,…` twice)."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return out
 
 
 def _shown_all(values, width: int | None = None) -> np.ndarray:
@@ -501,7 +515,8 @@ def kernel_figure(rows: dict):
     for kind in dict.fromkeys(rows["kernel_type"].tolist()):
         mine = rows["kernel_type"] == kind
         fig.add_trace(go.Bar(
-            y=[f"{shown(kind)} · {shown(n, 48)}" for n in rows["name"][mine]], x=_ms(rows["total_us"][mine]),
+            y=_distinct([f"{shown(kind)} · {shown(n, 48)}" for n in rows["name"][mine]]),
+            x=_ms(rows["total_us"][mine]),
             orientation="h", name=shown(kind),
             customdata=np.stack([_shown_all(rows["name"][mine]), rows["kernel_count"][mine],
                                  rows["share_pct"][mine]], axis=-1),
