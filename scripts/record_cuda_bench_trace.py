@@ -12,7 +12,6 @@ Run on a machine with a GPU (torch is never a project dependency):
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import shutil
@@ -23,6 +22,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, schedule
+from trace_files import gzip_trace  # scripts/trace_files.py: the trace says its own name
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -57,8 +57,7 @@ def record(out: Path, layers: int, active: int) -> None:
                 loss.item()
                 prof.step()
         events = len(json.loads(raw.read_bytes())["traceEvents"])
-        with raw.open("rb") as src, gzip.open(out, "wb", compresslevel=9) as dst:
-            shutil.copyfileobj(src, dst)
+        gzip_trace(raw, out)
         shutil.rmtree(folder)
         print(f"{out}: {events:,} events, {out.stat().st_size:,} bytes gzipped")
     finally:

@@ -25,9 +25,7 @@ steps whose path must run through the kernels the syncs waited for.
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -35,6 +33,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, schedule
+from trace_files import gzip_trace  # scripts/trace_files.py: the trace says its own name
 
 STEPS = 1 + 1 + 4 + 1
 WIDTH = 1024
@@ -57,8 +56,7 @@ def profiled(out: Path, sync_events: bool):
     def on_ready(prof):
         raw = folder / "trace.json"
         prof.export_chrome_trace(str(raw))
-        with open(raw, "rb") as src, gzip.open(out, "wb", compresslevel=9) as dst:
-            shutil.copyfileobj(src, dst)
+        gzip_trace(raw, out)
 
     kwargs = dict(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
                   schedule=schedule(wait=1, warmup=1, active=STEPS - 3, repeat=1),

@@ -15,8 +15,6 @@ main thread, so the CPU recording has a single busy thread; that is expected.
 from __future__ import annotations
 
 import argparse
-import gzip
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -24,6 +22,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, schedule
 from torch.utils.data import DataLoader, Dataset
+from trace_files import gzip_trace  # scripts/trace_files.py: the trace says its own name
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "warehouse" / "data" / "demo_trace.json.gz"
 FEATURES = 64
@@ -99,8 +98,7 @@ def _save_to(folder: Path):
 
 def _gzip_trace(folder: Path, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder / "trace.json", "rb") as src, gzip.open(out, "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
+    gzip_trace(folder / "trace.json", out)
 
 
 def main() -> None:

@@ -16,9 +16,7 @@ Each run folder gets `rank-0.json.gz` and `rank-1.json.gz`.
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
-import shutil
 import socket
 import tempfile
 import time
@@ -30,6 +28,7 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from trace_files import gzip_trace  # scripts/trace_files.py: the trace says its own name
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "gloo"
 WORLD_SIZE = 2
@@ -88,8 +87,7 @@ def record_run(out: Path, slow: bool) -> Path:
     with tempfile.TemporaryDirectory() as folder:
         mp.spawn(train, args=(free_port(), slow, folder), nprocs=WORLD_SIZE, join=True)
         for rank in range(WORLD_SIZE):
-            with open(f"{folder}/rank-{rank}.json", "rb") as src, gzip.open(out / f"rank-{rank}.json.gz", "wb") as dst:
-                shutil.copyfileobj(src, dst)
+            gzip_trace(Path(folder) / f"rank-{rank}.json", out / f"rank-{rank}.json.gz")
     return out
 
 

@@ -50,8 +50,6 @@ cudaLaunchKernel). Halving the kernels (`kernel:*=0.5`) against half the batch:
 from __future__ import annotations
 
 import argparse
-import gzip
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -59,6 +57,7 @@ from pathlib import Path
 import torch
 from record_whatif_pairs import record_interleaved, start_loader  # this folder's CPU recorder
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from trace_files import gzip_trace  # scripts/trace_files.py: the trace says its own name
 
 WIDTH = 4096
 BATCH = 2048
@@ -236,8 +235,7 @@ def record(variant: str, out: Path) -> None:
                     synchronize()
                 prof.step()
             synchronize()
-        with raw.open("rb") as src, gzip.open(out, "wb", compresslevel=9) as dst:
-            shutil.copyfileobj(src, dst)
+        gzip_trace(raw, out)
     if hasattr(step, "finish"):  # a loader thread stops before the next variant
         step.finish()
 

@@ -18,9 +18,7 @@ Each variant is recorded 3 times (run-to-run noise), 5 profiled ProfilerSteps ea
 from __future__ import annotations
 
 import argparse
-import gzip
 import queue
-import shutil
 import tempfile
 import threading
 import time
@@ -28,6 +26,7 @@ from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from trace_files import gzip_trace  # scripts/trace_files.py: the trace says its own name
 
 REPETITIONS = 3
 FEATURES = 256
@@ -131,8 +130,7 @@ def record(variant: str, out: Path) -> None:
             for _ in range(7):
                 step()
                 prof.step()
-        with raw.open("rb") as src, gzip.open(out, "wb", compresslevel=9) as dst:
-            shutil.copyfileobj(src, dst)
+        gzip_trace(raw, out)
     if finish:
         finish()
 
