@@ -365,3 +365,29 @@ def test_ctrl_c_during_dot_ingest_cancels_it_and_the_shell_goes_on(shared_wareho
     captured = capsys.readouterr()
     assert "error: interrupted; the database is unchanged" in captured.err
     assert "runs" in captured.out
+
+
+# ---- issue 35 item 18: one bad file in a reports folder --------------------------------------
+
+@pytest.mark.parametrize("bad", ["bad_default", "invalid_utf8", "folder", "fifo", "unknown_type"])
+def test_a_bad_report_file_is_skipped_with_a_warning_naming_it(shared_warehouse, run_cli, tmp_path, bad):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "good.sql").write_text("-- description: works\nSELECT 42 AS answer\n")
+    target = folder / "x.sql"
+    if bad == "bad_default":
+        target.write_text("-- param: top INTEGER = many   rows\nSELECT $top\n")
+    elif bad == "invalid_utf8":
+        target.write_bytes(b"-- description: \xff\xfe\nSELECT 1\n")
+    elif bad == "folder":
+        target.mkdir()
+    elif bad == "fifo":
+        os.mkfifo(target)
+    elif bad == "unknown_type":
+        target.write_text("-- param: top WIDGET = 1   rows\nSELECT $top\n")
+    for args in (("report", "runs", "-f", "csv"), ("report", "good", "-f", "csv"), ("report", "--list")):
+        result = run_cli(*args, "--reports", str(folder))
+        assert result.code == 0, result.err
+        assert result.err.strip() .startswith(f"warning: skipped report file {target}")
+        assert "Traceback" not in result.err
+    assert "42" in run_cli("report", "good", "-f", "csv", "--reports", str(folder)).out

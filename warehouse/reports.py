@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -128,7 +129,16 @@ def folder_reports(folder: Path) -> dict[str, Report]:
         raise CtdaError(f"reports folder {folder} does not exist")
     found = {}
     for path in sorted(folder.glob("*.sql")):
-        report = parse_report(path.read_text(encoding="utf-8"), str(path), path.stem)
+        # one bad file (a folder or FIFO named x.sql, invalid UTF-8, a bad default) is skipped
+        # with a warning naming it: it broke every report command, `report runs` included
+        try:
+            if not path.is_file():
+                raise CtdaError("not a regular file")
+            report = parse_report(path.read_text(encoding="utf-8"), str(path), path.stem)
+        except (CtdaError, OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            reason = str(exc).removeprefix(f"{path}: ").splitlines()[0] if str(exc) else type(exc).__name__
+            print(f"warning: skipped report file {path}: {reason}", file=sys.stderr)
+            continue
         found[report.name] = report
     return found
 
