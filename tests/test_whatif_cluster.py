@@ -151,3 +151,77 @@ def test_the_command_line_gives_one_error_line_and_a_nonzero_exit(tmp_path, run_
     assert "Traceback" not in result.err
     assert sum(line.startswith("error:") for line in result.err.splitlines()) == 1
     assert "[inter_host] topology: missing" in result.err
+
+
+# ---- measured truth: gloo DDP over a loopback shaped to R Mbit/s (the shared-link topology) -------
+
+SHAPED_RUNS = ("r2-200m-1", "r2-200m-2", "r2-400m-1", "r2-400m-2", "r2-800m-1", "r2-800m-2",
+               "r4-400m-1", "r4-400m-2")
+TOLERANCE = 0.10
+
+
+def shared_link(ranks: int, rate_mbit: float, device_speed: float = 1.0) -> dict:
+    return {"cluster": {"hosts": ranks, "devices_per_host": 1, "device_speed": device_speed},
+            "inter_host": {"topology": "shared-link", "bandwidth_gbps": rate_mbit / 1000.0}}
+
+
+def median_step_ms(rows) -> float:
+    """Mean over the ranks of each rank's median step: (rank, step_us) rows."""
+    by_rank: dict[int, list[float]] = {}
+    for rank, us in rows:
+        by_rank.setdefault(rank, []).append(us)
+    return statistics.mean(statistics.median(v) for v in by_rank.values()) / 1000.0
+
+
+@pytest.fixture(scope="module")
+def shaped(tmp_path_factory):
+    warehouse = Warehouse(tmp_path_factory.mktemp("shaped") / "w.duckdb")
+    for name in SHAPED_RUNS:
+        warehouse.ingest(SHAPED / name, run=name)
+    warehouse.analyze()
+    yield warehouse
+    warehouse.close()
+
+
+def truth(warehouse, ranks: int, rate: int) -> tuple[float, float]:
+    """The recorded median step over the repetitions, and their spread (the noise), ms."""
+    steps = [median_step_ms(warehouse.con.execute(
+        "SELECT w.rank, w.window_us FROM analysis_windows AS w JOIN runs AS r USING (run_id) WHERE r.name = ?",
+        [name]).fetchall()) for name in SHAPED_RUNS if name.startswith(f"r{ranks}-{rate}m-")]
+    return statistics.mean(steps), max(steps) - min(steps)
+
+
+def predicted(warehouse, run: str, cluster: dict, world_size: int | None = None) -> float:
+    rows = warehouse.whatif(run=run, cluster=cluster, world_size=world_size, name=f"{run} {cluster} {world_size}")
+    return median_step_ms([(rank, us) for rank, us in rows.project("rank, predicted_us").fetchall()])
+
+
+def assert_close(prediction: float, truth_and_noise: tuple[float, float]):
+    value, noise = truth_and_noise
+    assert abs(prediction - value) <= max(TOLERANCE * value, noise), (prediction, value, noise)
+
+
+def test_the_cluster_file_at_a_runs_own_rate_reproduces_it(shaped):
+    assert_close(predicted(shaped, "r2-400m-1", shared_link(2, 400)), truth(shaped, 2, 400))
+
+
+@pytest.mark.parametrize("rate", [200, 800])
+def test_from_one_rate_the_others_are_predicted(shaped, rate):
+    assert_close(predicted(shaped, "r2-400m-1", shared_link(2, rate)), truth(shaped, 2, rate))
+
+
+def test_four_ranks_on_the_same_link_are_predicted_from_two(shaped):
+    """A 4-rank ring puts 6B on the shared link where 2 ranks put 2B; the analytic model
+    (one flow per rank, no sharing) cannot see it."""
+    assert_close(predicted(shaped, "r2-400m-1", shared_link(4, 400), world_size=4), truth(shaped, 4, 400))
+
+
+def test_the_limiting_link_is_stored_with_its_description(shaped):
+    shaped.whatif(run="r2-200m-1", cluster=shared_link(2, 200), name="links")
+    rows = shaped.con.execute("SELECT DISTINCT link, share_of_step > 0.5 FROM whatif_cluster_links "
+                              "WHERE scenario = 'links'").fetchall()
+    assert rows == [("shared", True)]
+    undescribed = shaped.con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE table_name = 'whatif_cluster_links' AND comment IS NULL"
+    ).fetchall()
+    assert undescribed == []

@@ -428,6 +428,7 @@ def whatif_cluster(con, spec: ClusterSpec, run: str | None = None, rank: int | N
     instances = con.execute(
         "SELECT run_id, pg, seq, any_value(name), max(bytes), max(len(group_ranks)), any_value(group_ranks) "
         "FROM collective_instances WHERE ($run_id IS NULL OR run_id = $run_id) AND bytes IS NOT NULL "
+        "AND name <> 'wait' "
         "GROUP BY run_id, pg, seq", {"run_id": run_id}).fetchall()
     measured_ranks = [r for (r,) in con.execute(
         "SELECT DISTINCT rank FROM analysis_windows WHERE $run_id IS NULL OR run_id = $run_id ORDER BY rank",
@@ -438,6 +439,8 @@ def whatif_cluster(con, spec: ClusterSpec, run: str | None = None, rank: int | N
         raise CtdaError("no collectives with their sizes in collective_instances: run `ctda-sql analyze` "
                         "(method cross_rank, part of the default) on a run with collectives")
     world = world_size or max(max(r[5] or 1 for r in instances), len(measured_ranks))
+    if world == 1:
+        raise CtdaError("the run's collectives name one rank: give --world-size N to place its ranks on the cluster")
     place(spec, list(range(world)))
     keys = {}
     for run_id_, pg, seq, cname, size, group_size, group_ranks in instances:

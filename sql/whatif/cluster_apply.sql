@@ -12,11 +12,12 @@ WHERE grp.group_index = g.group_index AND w.window_index = g.window_index
   AND t.run_id = grp.run_id AND t.pg = grp.pg AND t.seq = grp.seq
   AND c.executed_on <> 'nccl_kernel';
 
--- A rank that did not wait for a gloo collective in the measurement has no gate: its thread
--- was still busy when the transfer ended. On a slower network it would wait, at the first node
--- of the calling thread that started after the transfer ended (DDP copies each bucket back
--- to the gradients once its all-reduce is done): that node is gated by the completion. In
--- the measurement the gate holds nothing (the node started after the end).
+-- A rank without a gate (45_coupling.sql looks for a resume within $resume_us of the end) is
+-- gated at the first node of the calling thread that started after the transfer ended (DDP
+-- copies each bucket back to the gradients there). When the thread sat idle across the end,
+-- it waited for the collective: the gate holds the node (no engine edge keeps its slack, the
+-- measured resume lag is kept); otherwise the thread was still busy, and on a slower network
+-- it would wait there: the gate holds nothing in the measurement.
 INSERT INTO wi_coupled_gates
 WITH calls AS (
     SELECT c.run_id, c.rank, c.pg, c.seq, c.enqueue_us, c.end_us, grp.group_index, w.window_index,
@@ -30,15 +31,40 @@ WITH calls AS (
 ),
 gated AS (
     SELECT DISTINCT g.group_index, w.rank FROM wi_coupled_gates AS g JOIN wi_windows AS w USING (window_index)
+),
+lane_nodes AS (
+    SELECT window_index, seq, lane, start_us,
+           coalesce(lag(end_us) OVER (PARTITION BY window_index, lane ORDER BY start_us, node_id), window_start_us)
+               AS idle_from_us
+    FROM wi_nodes WHERE kind = 'cpu'
+),
+first_after AS (
+    SELECT c.group_index, c.window_index, c.lane, c.end_us, any_value(t.transfer_us) AS transfer_us,
+           arg_min(n.seq, n.start_us) AS gate_seq, min(n.start_us) AS gate_start_us,
+           arg_min(n.idle_from_us, n.start_us) AS idle_from_us
+    FROM calls AS c
+    JOIN wi_cluster_transfers AS t USING (run_id, pg, seq)
+    JOIN lane_nodes AS n
+        ON n.window_index = c.window_index AND n.lane = c.lane AND n.start_us >= c.end_us AND n.start_us > c.enqueue_us
+    WHERE (c.group_index, c.rank) NOT IN (SELECT group_index, rank FROM gated)
+    GROUP BY c.group_index, c.window_index, c.lane, c.end_us
+),
+-- the resume lag counts from the last collective that ended while the thread sat idle (DDP
+-- waits for its buckets in order: an earlier bucket's end is no resume)
+last_ends AS (
+    SELECT f.window_index, f.gate_seq, max(c.end_us) AS last_end_us
+    FROM first_after AS f
+    JOIN calls AS c
+        ON c.window_index = f.window_index AND c.lane = f.lane AND c.end_us >= f.idle_from_us
+       AND c.end_us <= f.gate_start_us
+    GROUP BY ALL
 )
-SELECT c.group_index, c.window_index, arg_min(n.seq, n.start_us) AS gate_seq, any_value(t.transfer_us) AS after_us,
-       false AS binding
-FROM calls AS c
-JOIN wi_cluster_transfers AS t USING (run_id, pg, seq)
-JOIN wi_nodes AS n
-    ON n.window_index = c.window_index AND n.lane = c.lane AND n.start_us >= c.end_us AND n.start_us > c.enqueue_us
-WHERE (c.group_index, c.rank) NOT IN (SELECT group_index, rank FROM gated)
-GROUP BY c.group_index, c.window_index;
+SELECT f.group_index, f.window_index, f.gate_seq,
+       f.transfer_us + CASE WHEN f.idle_from_us <= f.end_us THEN f.gate_start_us - l.last_end_us ELSE 0.0 END
+           AS after_us,
+       f.idle_from_us <= f.end_us AS binding
+FROM first_after AS f
+LEFT JOIN last_ends AS l USING (window_index, gate_seq);
 
 -- NCCL kernels: the kernel's node keeps its wait for the last arrival (coupled) and runs the
 -- simulated transfer; a kernel of an uncoupled rank runs the simulated transfer alone.
