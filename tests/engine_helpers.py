@@ -41,3 +41,12 @@ def cpcr(con, method: str) -> float:
         "SELECT sum(c.counted_us) / any_value(w.window_us) FROM critical_path c "
         "JOIN analysis_windows w USING (run_id, rank, step) WHERE c.method = ?", [method]
     ).fetchone()[0]
+
+
+def remainder(con, step: int | None = None, method: str = "ctda") -> dict:
+    """The cpcr report's row of `step` (the first row when None) for `method`, by column."""
+    from warehouse.reports import find_report, run_report
+
+    cursor = run_report(con, find_report("cpcr"), {"method": method, **({"step": str(step)} if step else {})})
+    columns = [d[0] for d in cursor.description]
+    return dict(zip(columns, cursor.fetchone()))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_helpers import analyzed, cpcr, path_event_names, path_labels
+from engine_helpers import analyzed, cpcr, path_event_names, path_labels, remainder
 from invariants import broken_invariants
 from warehouse.analyze import AnalysisSettings
 from warehouse.tracebuilder import TraceBuilder
@@ -15,14 +15,6 @@ from warehouse.tracebuilder import TraceBuilder
 def counted_by_step(con, method: str = "ctda") -> dict[int, float]:
     return dict(con.execute(
         "SELECT step, sum(counted_us) FROM critical_path WHERE method = ? GROUP BY step", [method]).fetchall())
-
-
-def remainder(con, step: int | None = None, method: str = "ctda") -> dict:
-    from warehouse.reports import find_report, run_report
-
-    cursor = run_report(con, find_report("cpcr"), {"method": method, **({"step": str(step)} if step else {})})
-    columns = [d[0] for d in cursor.description]
-    return dict(zip(columns, cursor.fetchone()))
 
 
 # ---- blocking device-to-host copies ----------------------------------------------------

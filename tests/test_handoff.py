@@ -5,20 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from engine_helpers import analyzed, path_event_names
+from engine_helpers import analyzed, path_event_names, remainder
 from invariants import broken_invariants
 from warehouse.analyze import AnalysisSettings
 from warehouse.tracebuilder import TraceBuilder
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
-
-
-def remainder(con, step: int = 1, method: str = "ctda") -> dict:
-    from warehouse.reports import find_report, run_report
-
-    cursor = run_report(con, find_report("cpcr"), {"method": method, "step": str(step)})
-    columns = [d[0] for d in cursor.description]
-    return dict(zip(columns, cursor.fetchone()))
 
 
 def inferred_sources(con, target_label: str) -> list[str]:
