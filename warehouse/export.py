@@ -3,8 +3,9 @@ chrome://tracing. HTA's convention: every input event is copied from its trace f
 stands (name, ph, ts, dur, pid, tid and args unchanged, ts in the file's own time base), so
 the overlay lines up with the trace and with HTA's overlay of it; what the overlay adds (the
 args.critical marks, the path processes, the flows) goes beside. The events are put together
-by sql/export/overlay_events.sql; this module copies each file's event array into a temp
-table, adds the file's top-level keys and streams the rows out (gzip when the name ends .gz)."""
+by sql/export/overlay_events.sql; this module reads each file's event objects verbatim (as
+the view overlay_input), adds the file's top-level keys and streams the rows out (gzip when
+the name ends .gz)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 import msgspec
+import pyarrow as pa
 from isal import igzip
 
 from . import sqlfiles, traceio
@@ -23,9 +25,8 @@ from .outputfile import atomic_output, check_output_path
 
 OVERLAY_SUFFIXES = (".json", ".json.gz")
 _BATCH_ROWS = 50_000
-# the read buffer is twice this, per thread, within the warehouse's memory limit; Kineto
-# events are a few hundred bytes
-_LARGEST_EVENT_BYTES = 32 << 20
+# the read buffer is twice this, per thread; Kineto events are a few hundred bytes
+_LARGEST_EVENT_BYTES = 64 << 20
 
 
 def write_overlay(con: duckdb.DuckDBPyConnection, path: Path, run: str, rank: int | None,
@@ -43,37 +44,42 @@ def write_overlay(con: duckdb.DuckDBPyConnection, path: Path, run: str, rank: in
     params = {"run_id": run_id, "rank": rank, "methods": methods, "primary": methods[0],
               "remap": rank is None and len(ranks) > 1}
     header = _top_level(con, run, run_id, ranks, methods)
-    with traceio.parse_folder() as folder:
-        original = _copy_input_events(con, run_id, ranks, Path(folder))
+    inputs = _input_events(con, run_id, ranks)
+    con.register("overlay_input", inputs)
+    try:
         reader = con.sql(sqlfiles.load("export/overlay_events.sql"), params=params).to_arrow_reader(_BATCH_ROWS)
         try:
             written = _write_json(path, header, reader)
         finally:
             reader.close()  # the query's result holds the connection until closed
-            con.execute("DROP TABLE IF EXISTS overlay_input")
+    finally:
+        con.unregister("overlay_input")
     return {"path": str(path), "run": run, "ranks": ranks, "methods": methods,
-            "events": original, "added": written - original}
+            "events": inputs.num_rows, "added": written - inputs.num_rows}
 
 
-def _copy_input_events(con, run_id: int, ranks: list[int], folder: Path) -> int:
-    """The event objects of each rank's trace file, verbatim, into the temp table
-    overlay_input (rank, event_id, json); event_id is the position in the file's traceEvents,
-    as ingest numbers them. Refuses a file that is gone or changed since it was ingested."""
-    con.execute("CREATE OR REPLACE TEMP TABLE overlay_input (rank INTEGER, event_id BIGINT, json VARCHAR)")
-    for rank, source, sha256, stored in con.execute(
-            "SELECT rank, source_path, file_sha256, event_count FROM traces "
-            "WHERE run_id = ? AND list_contains(?, rank) ORDER BY rank", [run_id, ranks]).fetchall():
-        events_file = folder / f"rank-{rank}.json"
-        events_file.write_bytes(_events_array(Path(source), sha256))
-        con.execute("INSERT INTO overlay_input SELECT ?, row_number() OVER () - 1, json "
-                    "FROM read_json_objects(?, format = 'array', maximum_object_size = ?)",
-                    [rank, str(events_file), _LARGEST_EVENT_BYTES])
-        copied = con.execute("SELECT count(*) FROM overlay_input WHERE rank = ?", [rank]).fetchall()[0][0]
-        if copied != stored:
-            raise CtdaError(f"{source}: holds {copied:,} events where {stored:,} were ingested; "
-                            "ingest it again (ingest --replace)")
-        events_file.unlink()
-    return con.execute("SELECT count(*) FROM overlay_input").fetchall()[0][0]
+def _input_events(con, run_id: int, ranks: list[int]) -> pa.Table:
+    """The event objects of each rank's trace file, verbatim: (rank, event_id, json), where
+    event_id is the position in the file's traceEvents, as ingest numbers them. Refuses a
+    file that is gone or changed since it was ingested. The files are read by a DuckDB of
+    its own: the warehouse's connection may be locked out of files (--safe)."""
+    sources = con.execute("SELECT rank, source_path, file_sha256, event_count FROM traces "
+                          "WHERE run_id = ? AND list_contains(?, rank) ORDER BY rank", [run_id, ranks]).fetchall()
+    tables = []
+    with duckdb.connect() as reader, traceio.parse_folder() as folder:
+        for rank, source, sha256, stored in sources:
+            events_file = Path(folder) / f"rank-{rank}.json"
+            events_file.write_bytes(_events_array(Path(source), sha256))
+            table = reader.sql(
+                "SELECT CAST(? AS INTEGER) AS rank, row_number() OVER () - 1 AS event_id, json::VARCHAR AS json "
+                "FROM read_json_objects(?, format = 'array', maximum_object_size = ?)",
+                params=[rank, str(events_file), _LARGEST_EVENT_BYTES]).to_arrow_table()
+            events_file.unlink()
+            if table.num_rows != stored:
+                raise CtdaError(f"{source}: holds {table.num_rows:,} events where {stored:,} were ingested; "
+                                "ingest it again (ingest --replace)")
+            tables.append(table)
+    return pa.concat_tables(tables)
 
 
 def _events_array(source: Path, sha256: str) -> bytes:
