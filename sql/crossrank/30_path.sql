@@ -51,7 +51,7 @@ reached AS (
                   WHERE e.run_id = g.run_id AND e.rank = g.rank AND e.step = g.step AND e.method = 'ctda'
                     AND e.event_id = g.exec_event_id)
        OR EXISTS (SELECT 1 FROM path_events AS e
-                  JOIN events AS c ON c.run_id = e.run_id AND c.rank = e.rank AND c.event_id = e.event_id
+                  JOIN cr_calls AS c ON c.run_id = e.run_id AND c.rank = e.rank AND c.event_id = e.event_id
                   WHERE e.run_id = g.run_id AND e.rank = g.rank AND e.step = g.step AND e.method = 'ctda'
                     AND e.event_id = g.cpu_event_id AND collective_key(g.name) IN ('send', 'recv')
                     AND c.end_us >= g.cut_us
