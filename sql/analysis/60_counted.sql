@@ -23,6 +23,45 @@ WITH expanded AS (
     SELECT * FROM cp_nodes
     WHERE NOT counted_only
        OR (run_id, rank, step, node_id) IN (SELECT run_id, rank, step, node_id FROM cp_counted_windows)
+),
+-- A CPU node holds the python frames of its thread that start at or after its start and end
+-- by its end. A join on the thread with that range compared every node with every frame of
+-- the thread (issue 32: quadratic in a with_stack trace's thread). Instead one ordered pass
+-- over each thread's frames and node bounds gives every frame its position on the thread (in
+-- start order) and every bound the count of frames before it: frames starting before the
+-- node's start (ties: the bound first) and at or before its end (ties: the bound last). The
+-- node's candidates are the positions between, whose end is then checked. A frame's end is
+-- never before its start (ingest rejects a negative duration), so no frame that starts after
+-- a node's end can end inside it. Nodes of one thread do not overlap (they are runs of its
+-- top-level events), so each frame is a candidate of at most the two nodes that share an
+-- instant: n log n in the thread's frames and nodes.
+frame_counts AS MATERIALIZED (
+    SELECT *, (sum(is_frame) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, bound_order, event_id
+                                   ROWS UNBOUNDED PRECEDING))::BIGINT AS position
+    FROM (
+        SELECT run_id, rank, pid, tid, ts_us, 1 AS bound_order, 1 AS is_frame, event_id, name, cat, end_us,
+               NULL::BIGINT AS step, NULL::BIGINT AS node_id
+        FROM cp_ops
+        WHERE is_python
+        UNION ALL
+        SELECT run_id, rank, pid, tid, start_us, 0, 0, NULL, NULL, NULL, end_us, step, node_id
+        FROM expanded WHERE kind = 'cpu'
+        UNION ALL
+        SELECT run_id, rank, pid, tid, end_us, 2, 0, NULL, NULL, NULL, end_us, step, node_id
+        FROM expanded WHERE kind = 'cpu'
+    )
+),
+node_frame_positions AS (
+    SELECT run_id, rank, pid, tid, step, node_id, node_end_us,
+           unnest(range(frames_before + 1, frames_by_end + 1)) AS position
+    FROM (
+        SELECT run_id, rank, pid, tid, step, node_id, end_us AS node_end_us,
+               max(position) FILTER (WHERE bound_order = 0) AS frames_before,
+               max(position) FILTER (WHERE bound_order = 2) AS frames_by_end
+        FROM frame_counts
+        WHERE is_frame = 0
+        GROUP BY ALL
+    )
 )
 -- CPU nodes: their top-level events and everything nested in them that starts before the
 -- node ends (a node holding a sync ends where the sync returned)
@@ -41,11 +80,9 @@ WHERE n.kind = 'cpu' AND o.end_us >= n.start_us AND o.ts_us <= n.end_us
 UNION ALL
 -- CPU nodes: python frames that lie inside the node's span on its thread
 SELECT n.run_id, n.rank, n.step, n.node_id, o.event_id, o.name, o.cat, o.ts_us, o.end_us
-FROM expanded AS n
-JOIN cp_ops AS o
-    ON o.run_id = n.run_id AND o.rank = n.rank AND o.tid = n.tid AND o.pid = n.pid AND o.is_python
-   AND o.ts_us >= n.start_us AND o.end_us <= n.end_us
-WHERE n.kind = 'cpu'
+FROM node_frame_positions AS n
+JOIN frame_counts AS o USING (run_id, rank, pid, tid, position)
+WHERE o.is_frame = 1 AND o.end_us <= n.node_end_us
 UNION ALL
 -- GPU nodes: their device ops
 SELECT g.run_id, g.rank, g.step, g.node_id, g.event_id, g.name, g.cat, g.ts_us, g.end_us
