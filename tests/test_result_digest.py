@@ -17,6 +17,11 @@ the two tables row for row (as multisets; no rounding: both sum the same doubles
 valid however the stages before it evolve, on every shared trace (skipped without
 $CTDA_TRACES), every recorded trace of tests/data, and random windows built to be non-nested
 (ties, duplicates, zero-length members, members crossing the window's ends).
+
+The same holds for the nodes' python frames (cp_node_events), whose range join on the thread
+issue 32 replaced with positions from one ordered pass: the old macro, kept verbatim in
+tests/data/old_cp_node_events.sql, runs beside the new one on random with_stack-like traces
+(no shared or recorded trace holds python frames).
 """
 
 from __future__ import annotations
@@ -150,4 +155,71 @@ def test_an_event_overlapping_its_parent_keeps_the_segments(tmp_path, overlap_at
     con = analyzed_runs(tmp_path, {"overlap": builder.write(tmp_path / "trace.json")})
     assert non_nested_windows(con) >= 1
     assert assert_same_segments(con) >= 40
+    con.close()
+
+
+# ---- python frames: positions from one ordered pass, not a range join on the thread -------
+
+OLD_NODE_EVENTS = (DATA / "old_cp_node_events.sql").read_text(encoding="utf-8")
+
+
+def assert_same_node_events(con) -> int:
+    """Make the old cp_node_events macro beside analyze's and compare both macros' rows, for
+    the counted windows' nodes and for all nodes; returns the python frames held by nodes."""
+    con.execute(OLD_NODE_EVENTS)
+    for counted_only in ("true", "false"):
+        assert con.execute(f"""
+            SELECT 'new only', * FROM (SELECT * FROM cp_node_events({counted_only})
+                                       EXCEPT ALL SELECT * FROM old_cp_node_events({counted_only}))
+            UNION ALL
+            SELECT 'old only', * FROM (SELECT * FROM old_cp_node_events({counted_only})
+                                       EXCEPT ALL SELECT * FROM cp_node_events({counted_only}))
+            ORDER BY ALL LIMIT 10""").fetchall() == []
+    return con.execute(
+        "SELECT count(*) FROM cp_node_events(false) WHERE cat = 'python_function'").fetchone()[0]
+
+
+def framed_trace(rng: random.Random, steps: int = 3):
+    """Steps of ops on a main and an autograd thread, some launching kernels on two streams
+    (stream switches make nodes), some holding a blocking sync (wait-return nodes), and python
+    frames on a coarse grid of instants: starting and ending on node bounds, of zero length,
+    at one instant twice, spanning several nodes, outside every node."""
+    from warehouse.tracebuilder import TraceBuilder
+
+    builder = TraceBuilder(rank=0)
+    main = builder.thread(100, "pt_main_thread")
+    grad = builder.thread(101, "pt_autograd_0")
+    builder.stream(7)
+    builder.stream(8)
+    t = 0
+    for step in range(1, steps + 1):
+        step_start = t
+        for _ in range(rng.randint(20, 50)):
+            lane = main if rng.random() < 0.8 else grad
+            dur = rng.choice([2, 4, 6, 10])
+            builder.cpu_op(lane, "aten::op", ts=t, dur=dur)
+            roll = rng.random()
+            if roll < 0.4:
+                builder.launch(lane, ts=t + 1, dur=1, kernel="k", stream=rng.choice([7, 8]),
+                               kernel_ts=t + 3, kernel_dur=rng.choice([1, 5, 30]))
+            elif roll < 0.5 and dur >= 6:
+                builder.runtime(lane, "cudaDeviceSynchronize", ts=t + 1, dur=dur - 3)
+            t += dur + rng.choice([0, 0, 1, 3])
+        for _ in range(rng.randint(30, 90)):
+            lane = main if rng.random() < 0.8 else grad
+            ts = rng.randint(step_start - 5, t + 5)
+            dur = rng.choice([0, 1, 2, 4, 6, rng.randint(1, 80)])
+            for _ in range(2 if rng.random() < 0.1 else 1):  # some frames at the same instant
+                builder.python_function(lane, f"train.py({ts}): f", ts=ts, dur=dur)
+        builder.step(step, main, ts=step_start, dur=t - step_start)
+        t += 2
+    return builder
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_python_frames_keep_their_nodes(tmp_path, seed):
+    rng = random.Random(seed)
+    inputs = {f"framed-{k}": framed_trace(rng).write(tmp_path / f"framed-{k}.json") for k in range(3)}
+    con = analyzed_runs(tmp_path, inputs)
+    assert assert_same_node_events(con) > 50
     con.close()
