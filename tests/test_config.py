@@ -61,3 +61,19 @@ def test_a_bad_settings_file_is_one_error_line_naming_it(settings, capsys, text,
     assert main(["query", "SELECT 1"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path}: ") and message in err and len(err.splitlines()) == 1
+
+
+def test_a_ctda_config_naming_no_file_is_one_error_line(tmp_path, monkeypatch, capsys):
+    """Issue 35 (Low): a $CTDA_CONFIG naming a missing file was ignored silently, so the
+    settings asked for were not used and nothing said so."""
+    missing = tmp_path / "nope.toml"
+    monkeypatch.setenv("CTDA_CONFIG", str(missing))
+    monkeypatch.chdir(tmp_path)
+    assert main(["query", "SELECT 1"]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"error: $CTDA_CONFIG names {missing}, which does not exist; create it, "
+                   "or unset $CTDA_CONFIG for the default settings file\n")
+    monkeypatch.setenv("CTDA_CONFIG", str(tmp_path))  # a folder: cannot be read, said in one line
+    assert main(["query", "SELECT 1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path}: cannot read the settings") and len(err.splitlines()) == 1

@@ -10,7 +10,8 @@ $CTDA_CONFIG names another file), as litecli has:
     history_file = "~/.ctda_sql_history"
     key_bindings = "vi"      # or "emacs" (the default)
 
-Command-line options and environment variables win over the file."""
+Command-line options and environment variables win over the file. A $CTDA_CONFIG that names
+no file is an error, not an empty settings file: the settings asked for would be ignored."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def config_path() -> Path:
 
 @lru_cache(maxsize=None)
 def _load(path: Path) -> Config:
-    if not path.is_file():
+    if not path.exists():
         return Config()
     import tomllib
 
@@ -59,8 +60,13 @@ def _load(path: Path) -> Config:
 
 
 def load_config() -> Config:
-    """The settings file's values over the defaults; a bad file is a CtdaError naming it."""
-    return _load(config_path())
+    """The settings file's values over the defaults; a bad file, or a $CTDA_CONFIG naming
+    none, is a CtdaError naming it."""
+    path = config_path()
+    if os.environ.get(CONFIG_ENV) and not path.exists():
+        raise CtdaError(f"${CONFIG_ENV} names {path}, which does not exist; "
+                        f"create it, or unset ${CONFIG_ENV} for the default settings file")
+    return _load(path)
 
 
 def _checked(path: Path, values: dict) -> Config:
