@@ -135,9 +135,30 @@ def build_session(state: ShellState, **io) -> PromptSession:
         prompt_continuation=CONTINUATION,
         complete_while_typing=False,
         vi_mode=load_config().key_bindings == "vi",
+        key_bindings=_search_bindings(lambda: session),
         **io,
     )
     return session
+
+
+def _search_bindings(get_session):
+    """Enter during a history search (Ctrl-R) takes the statement found and runs it, as the
+    DuckDB CLI and readline do; prompt_toolkit only put it in the buffer. A found input that
+    is not complete (SQL without its ';') stays in the buffer to finish."""
+    from prompt_toolkit.filters import is_searching
+    from prompt_toolkit.key_binding import KeyBindings
+    from prompt_toolkit.search import accept_search
+
+    bindings = KeyBindings()
+
+    @bindings.add("enter", filter=is_searching)
+    def _accept_and_run(event) -> None:
+        accept_search()
+        buffer = get_session().default_buffer
+        if input_complete(buffer.text):
+            buffer.validate_and_handle()
+
+    return bindings
 
 
 def input_complete(text: str) -> bool:
@@ -272,12 +293,67 @@ def write(state: ShellState, text: str) -> None:
         return
     out = state.out()
     if out is sys.stdout and _is_tty(out) and text.count("\n") + 2 > shutil.get_terminal_size().lines:
-        import pydoc
-
-        pager = load_config().pager
-        pydoc.pipepager(text, pager) if pager else pydoc.pager(text)
+        page(text)
         return
     print(text, file=out, flush=True)
+
+
+def page(text: str) -> None:
+    """Show `text` through the pager: the settings' `pager`, else $MANPAGER or $PAGER, else
+    pydoc's choice (less, more, or none). A pager that cannot be run (not found, not
+    executable) gets one warning line and the text is printed as it is: pydoc fed it to the
+    shell's `not found` and the result was lost."""
+    import pydoc
+
+    command = load_config().pager or os.environ.get("MANPAGER") or os.environ.get("PAGER")
+    if not command:
+        pydoc.pager(text)
+        return
+    problem = _unrunnable(command) or _pipe_to(command, text)
+    if problem:
+        print(f"warning: pager {command!r} {problem}; the result follows", file=sys.stderr, flush=True)
+        print(text, flush=True)
+
+
+def _unrunnable(command: str) -> str | None:
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        return f"cannot be read ({exc})"
+    if not words:
+        return "is empty"
+    import re
+
+    program = next((w for w in words if not re.match(r"[A-Za-z_]\w*=", w)), None)  # after any VAR=value
+    return None if program is None or shutil.which(program) else "was not found"
+
+
+def _pipe_to(command: str, text: str) -> str | None:
+    """Feed `text` to the pager as pydoc does (through the shell, Ctrl-C left to the pager);
+    what went wrong when the shell could not run it (status 126 or 127), else None."""
+    import subprocess
+
+    proc = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                            errors="backslashreplace")
+    try:
+        with proc.stdin as pipe:
+            pipe.write(text)
+    except (OSError, KeyboardInterrupt):
+        pass  # the pager was quit before reading it all
+    while True:
+        try:
+            errors = proc.stderr.read()
+            proc.wait()
+            break
+        except KeyboardInterrupt:
+            continue
+    if proc.returncode in (126, 127):
+        return f"could not be run ({errors.strip().splitlines()[-1] if errors.strip() else proc.returncode})"
+    if errors:
+        sys.stderr.write(errors)
+    return None
 
 
 def _is_tty(stream) -> bool:

@@ -95,6 +95,19 @@ def test_history_is_written_to_the_history_file(state, tmp_path):
     assert "SELECT 1;" in (tmp_path / "history").read_text()
 
 
+@pytest.mark.parametrize("keys", ["emacs", "vi"])
+def test_ctrl_r_then_one_enter_runs_the_statement_found(state, capsys, monkeypatch, keys):
+    """Issue 35 (Low): Enter after Ctrl-R only put the statement in the buffer; the DuckDB
+    CLI and readline run it."""
+    from warehouse import config
+
+    monkeypatch.setattr("ctda_shell.app.load_config", lambda: config.Config(key_bindings=keys))
+    drive(state, "SELECT 'needle' || 'found' AS hit;" + ENTER, "SELECT 'other' AS x;" + ENTER,
+          "\x12needle", ENTER, "SELECT 'last' AS y;" + ENTER)
+    out = capsys.readouterr().out
+    assert out.count("needlefound") == 2 and out.index("other") < out.rindex("needlefound") < out.index("last")
+
+
 def test_tab_completes_a_dot_command(state, capsys):
     drive(state, ".tabl\t", ENTER)
     assert "experiments" in capsys.readouterr().out
@@ -250,11 +263,46 @@ def test_tall_results_go_through_the_pager_on_a_terminal(state, monkeypatch):
     from ctda_shell.app import write
 
     paged = []
+    monkeypatch.delenv("PAGER", raising=False)
+    monkeypatch.delenv("MANPAGER", raising=False)
     monkeypatch.setattr(pydoc, "pager", paged.append)
     monkeypatch.setattr(sys, "stdout", _FakeTerminal())
     write(state, "\n".join(str(i) for i in range(500)))
     write(state, "short")
     assert len(paged) == 1 and sys.stdout.written == "short\n"
+
+
+@pytest.mark.parametrize("pager", ["no-such-pager-ctda", "no-such-pager-ctda -R", "PAGER_X=1 no-such-pager-ctda",
+                                   "sh -c 'exit 127'"])
+def test_a_pager_that_cannot_run_still_shows_the_result_after_one_warning(state, monkeypatch, capsys, pager):
+    """Issue 35 (Low): a $PAGER that does not exist lost the result (pydoc piped it to the
+    shell's `not found`)."""
+    import sys
+
+    from ctda_shell.app import write
+
+    monkeypatch.setenv("PAGER", pager)
+    monkeypatch.delenv("MANPAGER", raising=False)
+    monkeypatch.setattr(sys, "stdout", _FakeTerminal())
+    tall = "\n".join(f"row {i}" for i in range(500))
+    write(state, tall)
+    assert sys.stdout.written == tall + "\n"
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: pager {pager!r} ") and err.endswith("; the result follows\n")
+    assert len(err.splitlines()) == 1
+
+
+def test_a_pager_that_runs_gets_the_result(state, monkeypatch, tmp_path):
+    import sys
+
+    from ctda_shell.app import write
+
+    seen = tmp_path / "paged.txt"
+    monkeypatch.setenv("PAGER", f"cat > {seen}")
+    monkeypatch.setattr(sys, "stdout", _FakeTerminal())
+    tall = "\n".join(f"row {i}" for i in range(500))
+    write(state, tall)
+    assert seen.read_text() == tall and sys.stdout.written == ""
 
 
 class _FakeTerminal:

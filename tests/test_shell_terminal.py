@@ -74,9 +74,7 @@ def test_ctrl_r_finds_an_earlier_statement_and_enter_runs_it(tmp_path, terminal_
     child.expect("needle': ")  # the search line shows what it found while you type
     child.expect("found")
     time.sleep(0.3)
-    child.send("\r")  # accept the match
-    time.sleep(0.3)
-    child.send("\r")  # run it
+    child.send("\r")  # one Enter takes the match and runs it (issue 35, Low: it took two)
     child.expect("needlefound")
     child.expect(r"\(1 row\)")
     at_prompt(child, None)
