@@ -88,3 +88,65 @@ def test_whatif_predicts_from_the_api_and_persists_the_scenario(tmp_path):
         assert row["scenario"] == "no preprocess"
         measured, predicted = row["measured_us"], row["predicted_us"]
         assert measured == pytest.approx(1_000) and predicted == pytest.approx(400, abs=1)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda wh: wh.ingest(None), "paths must be a path or a list of paths, got None"),
+    (lambda wh: wh.ingest([]), "paths is empty"),  # was an IndexError
+    (lambda wh: wh.ingest("x.json", run=5), "run must be text, got 5"),
+    (lambda wh: wh.ingest("x.json", meta=[1, 2]), "meta must be a dict"),
+    (lambda wh: wh.ingest("x.json", meta={1: 2}), "meta keys must be text, got 1"),  # was an AttributeError
+    (lambda wh: wh.analyze(run=5), "run must be text, got 5"),  # was DuckDB's ConversionException
+    (lambda wh: wh.analyze(method=5), "method must be text, got 5"),  # was a TypeError
+    (lambda wh: wh.analyze(wait_gap_us="x"), "wait_gap_us must be a number, got 'x'"),
+    (lambda wh: wh.analyze(wait_gap_us=float("nan")), "wait_gap_us must be a finite number >= 0, got nan"),
+    (lambda wh: wh.report(5), "name must be text, got 5"),
+    (lambda wh: wh.report("hotspots", top=[1]), "parameter top must be a whole number (INTEGER), got [1]"),
+    (lambda wh: wh.report("hotspots", top=1.5), "parameter top must be a whole number (INTEGER), got 1.5"),
+    (lambda wh: wh.sql(5), "text must be SQL text, got 5"),
+    (lambda wh: wh.sql("SELECT ?", 5), "params must be a dict (for $name) or a list (for ?), got 5"),
+    (lambda wh: wh.sql("SELECT $x"), "params do not match the SQL's parameters"),
+    (lambda wh: wh.sql("SELECT 1", [1]), "params do not match the SQL's parameters: Binder Error"),
+    (lambda wh: wh.whatif(scale=[1]), "scale must be a dict"),
+    (lambda wh: wh.whatif(rank="a"), "rank must be a whole number, got 'a'"),
+    (lambda wh: wh.whatif(comm_bandwidth_scale="a"), "comm_bandwidth_scale must be a number, got 'a'"),
+    (lambda wh: wh.whatif(world_size="a"), "world_size must be a whole number, got 'a'"),
+    (lambda wh: wh.export_overlay("o.json", run=5), "run must be text, got 5"),
+    (lambda wh: wh.export_overlay("o.json", run="fig", rank="a"), "rank must be a whole number, got 'a'"),
+    (lambda wh: wh.export_overlay("o.json", run="fig", methods=5), "methods must be a method name"),
+    (lambda wh: wh.export_html(None, run="fig"), "path must be a path (str or Path), got None"),
+    (lambda wh: wh.load_experiments("x.csv", key=5), "key must be text, got 5"),
+])
+def test_bad_arguments_are_one_ctda_error_naming_them(warehouse, call, message):
+    """Issue 35 (Low): the API raised raw TypeError, IndexError, AttributeError and DuckDB's
+    Conversion/Binder errors for arguments of the wrong kind."""
+    with pytest.raises(CtdaError) as caught:
+        call(warehouse)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_wrong_kind_of_database_argument_is_a_ctda_error():
+    with pytest.raises(CtdaError, match="db must be a path"):
+        Warehouse(5)
+
+
+def test_reports_dirs_may_be_one_folder(warehouse, tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "one.sql").write_text("-- name: one\n-- description: one row\nSELECT 1 AS one;\n")
+    assert warehouse.report("one", reports_dirs=str(folder)).fetchall() == [(1,)]  # was read letter by letter
+
+
+def test_a_closed_warehouse_says_so_instead_of_reopening(tmp_path):
+    """Issue 35 (Low): after close() the next call opened the database again, silently (and
+    held its lock)."""
+    wh = Warehouse(tmp_path / "w.duckdb")
+    wh.ingest(figure1_trace().write(tmp_path / "fig.json"), run="fig")
+    wh.close()
+    for use in (lambda: wh.sql("SELECT 1"), lambda: wh.con, lambda: wh.report("runs"),
+                lambda: wh.ingest(tmp_path / "fig.json"), lambda: wh.__enter__()):
+        with pytest.raises(CtdaError, match=r"Warehouse\(.*\) is closed; open a new Warehouse"):
+            use()
+    wh.close()  # twice is fine
+    with Warehouse(tmp_path / "w.duckdb") as writer:  # the closed one holds no lock
+        assert writer.sql("SELECT name FROM runs").fetchall() == [("fig",)]

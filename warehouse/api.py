@@ -12,10 +12,18 @@ call the same methods.
 
 Results that are tables come back as DuckDB relations, so `.df()`, `.arrow()`, `.pl()`,
 `.fetchall()` all work; they read the open database, so use them before `close()`.
+
+An argument of the wrong kind or value (a run that is not text, a step that is not a whole
+number, a parameter the SQL lacks) is a CtdaError naming the argument, as the command line's
+errors are; so is any use of a Warehouse after close(). Errors in SQL you wrote yourself
+(`sql()`) are DuckDB's own.
 """
 
 from __future__ import annotations
 
+import numbers
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,10 +31,80 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from .connection import connect, resolve_db_path
-from .errors import CtdaError
+from .errors import CtdaError, first_line
 
 if TYPE_CHECKING:  # ingest imports pyarrow and numpy (~0.2 s): only commands that ingest pay it
     from .ingest import IngestResult
+
+
+# ---- arguments: a wrong kind is one CtdaError naming the argument, not DuckDB's cast error ----
+
+def _text(name: str, value, optional: bool = True) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise CtdaError(f"{name} must be text, got {value!r}")
+    return value
+
+
+def _whole(name: str, value) -> int | None:
+    return _numeric(name, value, numbers.Integral, "a whole number", int)
+
+
+def _number(name: str, value) -> float | None:
+    return _numeric(name, value, numbers.Real, "a number", float)
+
+
+def _numeric(name: str, value, kind, words: str, convert):
+    """None, or `value` as `convert` makes it when it is a `kind` (True is no number here)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise CtdaError(f"{name} must be {words}, got {value!r}")
+    return convert(value)
+
+
+def _flag(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise CtdaError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def _path(name: str, value) -> Path:
+    if not isinstance(value, (str, os.PathLike)):
+        raise CtdaError(f"{name} must be a path (str or Path), got {value!r}")
+    return Path(value)
+
+
+def _paths(name: str, value) -> list:
+    """One path, or an iterable of them (kept as given: the ingest lines show them so)."""
+    if isinstance(value, (str, os.PathLike)):
+        return [value]
+    if not isinstance(value, Iterable) or isinstance(value, (bytes, Mapping)):
+        raise CtdaError(f"{name} must be a path or a list of paths, got {value!r}")
+    paths = list(value)
+    for item in paths:
+        _path(name, item)
+    if not paths:
+        raise CtdaError(f"{name} is empty: give a trace file or a folder of rank files")
+    return paths
+
+
+_SCALARS = (str, int, float, bool)
+
+
+def _scalars(name: str, value) -> dict | None:
+    """A mapping of text keys to text, number or bool values."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise CtdaError(f"{name} must be a dict, got {value!r}")
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise CtdaError(f"{name} keys must be text, got {key!r}")
+        if not isinstance(item, _SCALARS):
+            raise CtdaError(f"{name}[{key!r}] must be text, a number or a bool, got {item!r}")
+    return dict(value)
 
 
 class Warehouse:
@@ -46,6 +124,10 @@ class Warehouse:
     def __init__(self, db: str | Path | None = None, *, read_only: bool = False,
                  udfs_for: str | None = None, safe: bool = False, macros_for: str | None = None,
                  lake: str | Path | None = None, workers: int | None = None, scheduler: str | None = None):
+        db = None if db is None else _path("db", db)
+        lake = None if lake is None else _path("lake", lake)
+        _flag("read_only", read_only)
+        _flag("safe", safe)
         if lake is not None and db is not None:
             raise CtdaError("give a database file or a lake folder, not both")
         if lake is None and (workers is not None or scheduler is not None):
@@ -59,6 +141,7 @@ class Warehouse:
         self._macros_for = macros_for
         self._con: duckdb.DuckDBPyConnection | None = None
         self._owns_connection = True
+        self._closed = False
 
     @classmethod
     def on_connection(cls, con: duckdb.DuckDBPyConnection, path: str | Path = ":memory:") -> Warehouse:
@@ -71,7 +154,9 @@ class Warehouse:
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
-        """The DuckDB connection (opened on first use)."""
+        """The DuckDB connection (opened on first use); after close() a CtdaError: it used to
+        open the database again without a word, holding its lock."""
+        self._check_open()
         if self._con is None and self.lake is not None:
             from .lake import open_lake
 
@@ -82,11 +167,22 @@ class Warehouse:
         return self._con
 
     def close(self) -> None:
+        """Close the database (a borrowed connection stays open); using this Warehouse
+        afterwards is a CtdaError. Closing twice is fine."""
+        self._drop_connection()
+        self._closed = True
+
+    def _drop_connection(self) -> None:
         if self._con is not None and self._owns_connection:
             self._con.close()
         self._con = None
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CtdaError(f"{self!r} is closed; open a new Warehouse to use it again")
+
     def __enter__(self) -> Warehouse:
+        self._check_open()
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -105,8 +201,10 @@ class Warehouse:
         """Load trace files or folders of rank files as one run, all or nothing."""
         from .ingest import collect_files, ingest
 
-        if isinstance(paths, (str, Path)):
-            paths = [paths]
+        paths = _paths("paths", paths)
+        run, meta = _text("run", run), _scalars("meta", meta)
+        _flag("replace", replace)
+        self._check_open()  # before any file is read
         collect_files(paths)  # a missing file fails here, before a database is opened or made
         if self.lake is not None:
             return self._on_lake("ingest", list(paths), run=run, meta=meta, replace=replace,
@@ -122,7 +220,9 @@ class Warehouse:
         returns the summary (windows, nodes, mean CPCR per method)."""
         from .analyze import AnalysisSettings, analyze
 
-        settings = AnalysisSettings(split_starved=split_starved)
+        run, method, window = _text("run", run), _text("method", method, optional=False), _text("window", window)
+        wait_gap_us = _number("wait_gap_us", wait_gap_us)
+        settings = AnalysisSettings(split_starved=_flag("split_starved", split_starved))
         if wait_gap_us is not None:
             if not 0 <= wait_gap_us < float("inf"):  # NaN fails both comparisons
                 raise CtdaError(f"wait_gap_us must be a finite number >= 0, got {wait_gap_us}")
@@ -140,9 +240,10 @@ class Warehouse:
         if self.read_only:
             raise CtdaError("this Warehouse is read-only")
         work = ingest_lake if command == "ingest" else analyze_lake
+        self._check_open()  # before any work starts
         with dask_client(self.workers, self.scheduler) as client:
             result = work(client, self.lake, *args, **kwargs)
-        self.close()  # new partitions: the next use opens fresh views over them
+        self._drop_connection()  # new partitions: the next use opens fresh views over them
         return result
 
     def load_experiments(self, path: str | Path, key: str) -> int:
@@ -150,7 +251,8 @@ class Warehouse:
         returns the number of rows loaded."""
         from .experiments import load_experiments
 
-        return load_experiments(self.con, Path(path), key)
+        path, key = _path("path", path), _text("key", key, optional=False)
+        return load_experiments(self.con, path, key)
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -159,7 +261,9 @@ class Warehouse:
         """A saved report (see `reports()`) with its parameters bound, as a relation."""
         from .reports import find_report, report_relation
 
-        found = find_report(name, [Path(d) for d in reports_dirs or []])
+        found = find_report(_text("name", name, optional=False), _folders(reports_dirs))
+        for key, value in params.items():
+            _check_param(found, key, value)
         return report_relation(self.con, found, params)
 
     def reports(self, reports_dirs: list[str | Path] | None = None) -> duckdb.DuckDBPyRelation:
@@ -168,7 +272,7 @@ class Warehouse:
 
         import pyarrow as pa
 
-        found = all_reports([Path(d) for d in reports_dirs or []]).values()
+        found = all_reports(_folders(reports_dirs)).values()
         return self.con.from_arrow(pa.table({
             "name": [r.name for r in found],
             "description": [r.description for r in found],
@@ -177,9 +281,19 @@ class Warehouse:
 
     def sql(self, text: str, params: dict | list | None = None) -> duckdb.DuckDBPyRelation | None:
         """One SQL statement with bound parameters; a relation for queries, None for others."""
+        if text is not None and not isinstance(text, str):
+            raise CtdaError(f"text must be SQL text, got {text!r}")
         if not text or not text.strip():
             raise CtdaError("no SQL given")
-        return self.con.sql(text, params=params)
+        if params is not None and not isinstance(params, (Mapping, list, tuple)):
+            raise CtdaError(f"params must be a dict (for $name) or a list (for ?), got {params!r}")
+        con = self.con
+        try:
+            return con.sql(text, params=params)
+        except (duckdb.InvalidInputException, duckdb.BinderException, duckdb.NotImplementedException) as exc:
+            if "parameter" not in str(exc).lower():
+                raise  # the SQL's own error
+            raise CtdaError(f"params do not match the SQL's parameters: {first_line(exc)}") from None
 
     def whatif(self, run: str | None = None, rank: int | None = None, step: int | None = None,
                scale: dict[str, float] | None = None, comm_bandwidth_scale: float = 1.0,
@@ -194,6 +308,16 @@ class Warehouse:
         from .whatif import event_categories, whatif
         from .whatif_changes import Scenario, parse_scale
 
+        run, name, allreduce = _text("run", run), _text("name", name), _text("allreduce", allreduce)
+        rank, step, world_size = _whole("rank", rank), _whole("step", step), _whole("world_size", world_size)
+        comm_bandwidth_scale = _number("comm_bandwidth_scale", comm_bandwidth_scale)
+        comm_latency_us = _number("comm_latency_us", comm_latency_us)
+        _flag("coupled", coupled)
+        if scale is not None:
+            if not isinstance(scale, Mapping) or not all(isinstance(k, str) for k in scale):
+                raise CtdaError(f"scale must be a dict of '[rankN:][CATEGORY:]PATTERN' to factor, got {scale!r}")
+            for pattern, factor in scale.items():
+                _number(f"scale[{pattern!r}]", factor)
         categories = event_categories(self.con) if scale else set()
         scenario = Scenario(scales=tuple(parse_scale(f"{pattern}={factor}", categories)
                                          for pattern, factor in (scale or {}).items()),
@@ -223,13 +347,43 @@ class Warehouse:
         critical path marked, for Perfetto UI and chrome://tracing; returns counts."""
         from .export import write_overlay
 
+        path, run, rank = _path("path", path), _text("run", run, optional=False), _whole("rank", rank)
         if isinstance(methods, str):
             methods = [methods]
-        return write_overlay(self.con, Path(path), run, rank, list(methods))
+        if not isinstance(methods, Iterable) or not all(isinstance(m, str) for m in methods):
+            raise CtdaError(f"methods must be a method name or a list of them, got {methods!r}")
+        return write_overlay(self.con, path, run, rank, list(methods))
 
     def export_html(self, path: str | Path, run: str, step: int | None = None,
                     rank: int | None = None) -> dict:
         """Write one self-contained HTML report of the run with plots; returns what it holds."""
         from .report_html import write_html
 
-        return write_html(self.con, Path(path), run, step=step, rank=rank)
+        path, run = _path("path", path), _text("run", run, optional=False)
+        return write_html(self.con, path, run, step=_whole("step", step), rank=_whole("rank", rank))
+
+
+def _folders(reports_dirs) -> list[Path]:
+    """reports_dirs: a folder, or a list of them (one str used to be read letter by letter)."""
+    if reports_dirs is None:
+        return []
+    if isinstance(reports_dirs, (str, os.PathLike)):
+        return [Path(reports_dirs)]
+    if not isinstance(reports_dirs, Iterable):
+        raise CtdaError(f"reports_dirs must be a folder or a list of folders, got {reports_dirs!r}")
+    return [_path("reports_dirs", folder) for folder in reports_dirs]
+
+
+_PARAM_KINDS = {"INTEGER": (numbers.Integral, "a whole number"), "BIGINT": (numbers.Integral, "a whole number"),
+                "DOUBLE": (numbers.Real, "a number"), "BOOLEAN": (bool, "True or False"), "VARCHAR": (str, "text")}
+
+
+def _check_param(report, key: str, value) -> None:
+    """A report parameter given as a Python value has the declared type (text is converted
+    by the report as the command line's is); unknown names are the report's to refuse."""
+    declared = next((p for p in report.params if p.name == key), None)
+    if declared is None or value is None or isinstance(value, str):
+        return
+    kind, words = _PARAM_KINDS.get(declared.type, (object, declared.type))
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise CtdaError(f"parameter {key} must be {words} ({declared.type}), got {value!r}")
