@@ -152,6 +152,18 @@ def test_a_failed_writable_command_leaves_the_database_bytes_alone(tmp_path, run
     assert db_path.read_bytes() == before
 
 
+@pytest.mark.parametrize("gap", ["nan", "inf", "-1"])
+def test_analyze_refuses_a_wait_gap_that_is_not_a_finite_number(tmp_path, run_cli, db_path, gap):
+    """Issue 35 (Low): `analyze --wait-gap-us nan` was accepted (NaN fails every comparison,
+    so no hand-off matched)."""
+    assert run_cli("ingest", str(busy_trace(tmp_path / "t.json", steps=2, ops=4))).code == 0
+    before = db_path.read_bytes()
+    result = run_cli("analyze", "--wait-gap-us", gap)
+    assert result.code == 1 and result.out == ""
+    assert result.err == f"error: --wait-gap-us must be a finite number, 0 or more, got {gap}\n"
+    assert db_path.read_bytes() == before
+
+
 # ---- --safe: no file but the warehouse ---------------------------------------------------------
 
 FILE_ACCESS = {

@@ -131,6 +131,34 @@ def test_the_path_table_has_a_title(straggler_db, run_cli):
     assert "predicted critical path: the top 3 labels by predicted time (8 steps of 2 rank(s))" in out
 
 
+# ---- the same two defects without the real-trace tier ------------------------------------
+
+def test_a_world_of_one_rank_moves_no_bytes_on_the_gloo_run(straggler_db):
+    """Issue 35 #6: the bus factor was 1.0 at n <= 1 where 2(n-1)/n is 0."""
+    con = connect(straggler_db)
+    try:
+        for coupled in (True, False):
+            rows = whatif(con, scenario=Scenario(world_size=1), persist=False, coupled=coupled).steps
+            assert len(rows) == 8 and [r for r in rows if r[5] > r[4] + 1e-6] == []
+        assert con.execute("SELECT wi_bus_factor('allreduce', 1, 'ring'), "  # made by the replay above
+                           "wi_latency_steps('allreduce', 1, 'ring')").fetchone() == (0.0, 0.0)
+    finally:
+        con.close()
+
+
+def test_a_run_whose_only_step_has_no_nodes_replays_as_measured(tmp_path, run_cli):
+    """Issue 35 #22: a step the engine drew no node for was an IndexError in _lengths."""
+    from warehouse.tracebuilder import TraceBuilder
+
+    builder = TraceBuilder(rank=0, world_size=1)
+    builder.step(1, builder.thread(100, "pt_main_thread"), 0, 1_000)
+    assert run_cli("ingest", "-q", str(builder.write(tmp_path / "empty.json"))).code == 0
+    assert run_cli("analyze", "-q").code == 0
+    result = run_cli("whatif", "--scale", "*=0.5", "--format", "csv")
+    assert result.code == 0, result.err
+    assert result.out.splitlines()[1] == "empty,0,1,1000.0,1000.0,1000.0,1.0"
+
+
 # ---- the real shared traces --------------------------------------------------------------
 
 def test_a_world_of_one_rank_communicates_nothing(shared_traces, tmp_path):
