@@ -20,7 +20,6 @@ import argparse
 import gzip
 import json
 import os
-import shutil
 import socket
 import statistics
 import subprocess
@@ -28,6 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from trace_files import gzip_trace  # scripts/trace_files.py: the trace says its own name
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "shaped"
 FEATURES, HIDDEN, CLASSES = 512, 1024, 10     # ~1.6 M parameters: 6.3 MB of gradients a step
@@ -85,9 +86,7 @@ def worker(world: int, out: Path) -> None:
     with tempfile.TemporaryDirectory() as folder:
         mp.spawn(train, args=(world, free_port(), folder), nprocs=world, join=True)
         for rank in range(world):
-            with open(f"{folder}/rank-{rank}.json", "rb") as src, \
-                    gzip.open(out / f"rank-{rank}.json.gz", "wb") as dst:
-                shutil.copyfileobj(src, dst)
+            gzip_trace(Path(folder) / f"rank-{rank}.json", out / f"rank-{rank}.json.gz")
 
 
 def throughput() -> None:
