@@ -52,11 +52,17 @@ def stage_bar(label: str, visible: bool = True):
             if not state["done"]:
                 bar.start()
 
-    timer = threading.Timer(float(os.environ.get("CTDA_PROGRESS_DELAY_S", STAGE_DELAY_S)), start)
+    delay_s = float(os.environ.get("CTDA_PROGRESS_DELAY_S", STAGE_DELAY_S))
+    timer = threading.Timer(delay_s, start)
     timer.daemon = True
-    timer.start()
+    if delay_s > 0:
+        timer.start()
+    else:
+        start()
     try:
-        yield lambda name, size: bar.update(task, description=f"{label}: {name} ({_megabytes(size)})")
+        # drawn at once: a stage shorter than rich's refresh interval is still seen
+        yield lambda name, size: bar.update(task, description=f"{label}: {name} ({_megabytes(size)})",
+                                            refresh=True)
     finally:
         with lock:
             state["done"] = True
