@@ -21,7 +21,9 @@ $CTDA_TRACES), every recorded trace of tests/data, and random windows built to b
 The same holds for the nodes' python frames (cp_node_events), whose range join on the thread
 issue 32 replaced with positions from one ordered pass: the old macro, kept verbatim in
 tests/data/old_cp_node_events.sql, runs beside the new one on random with_stack-like traces
-(no shared or recorded trace holds python frames).
+(no shared or recorded trace holds python frames). And for the sync edges' candidates
+(cp_edges), found by positions in GPU-node end order instead of a range join on the step: the
+old statement, tests/data/old_cp_edges.sql, runs beside it on every input above.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from warehouse import sqlfiles
-from warehouse.analyze import analyze
+from warehouse.analyze import AnalysisSettings, analyze
 from warehouse.connection import connect
 from warehouse.ingest import ingest
 
@@ -92,6 +94,7 @@ def recorded_inputs() -> dict[str, Path]:
 def test_recorded_traces_keep_their_segments(tmp_path):
     con = analyzed_runs(tmp_path, recorded_inputs())
     assert assert_same_segments(con) > 1000
+    assert assert_same_edges(con) > 100
     con.close()
 
 
@@ -100,6 +103,7 @@ def test_shared_traces_keep_their_segments(tmp_path, shared_traces):
               if p.name.endswith(".json.gz") or (p.is_dir() and any(p.glob("*.json*")))}
     con = analyzed_runs(tmp_path, inputs)
     assert assert_same_segments(con) > 1000
+    assert assert_same_edges(con) > 10
     con.close()
 
 
@@ -179,6 +183,21 @@ def assert_same_node_events(con) -> int:
         "SELECT count(*) FROM cp_node_events(false) WHERE cat = 'python_function'").fetchone()[0]
 
 
+OLD_EDGES = (DATA / "old_cp_edges.sql").read_text(encoding="utf-8")
+
+
+def assert_same_edges(con) -> int:
+    """Run the old cp_edges statement (sync candidates by a range join on the step) beside
+    analyze's and compare the rows; returns the sync edges."""
+    con.execute(OLD_EDGES, {"sync_tolerance_us": AnalysisSettings().sync_tolerance_us})
+    assert con.execute("""
+        SELECT 'new only', * FROM (SELECT * FROM cp_edges EXCEPT ALL SELECT * FROM old_cp_edges)
+        UNION ALL
+        SELECT 'old only', * FROM (SELECT * FROM old_cp_edges EXCEPT ALL SELECT * FROM cp_edges)
+        ORDER BY ALL LIMIT 10""").fetchall() == []
+    return con.execute("SELECT count(*) FROM cp_edges WHERE type = 'sync'").fetchone()[0]
+
+
 def framed_trace(rng: random.Random, steps: int = 3):
     """Steps of ops on a main and an autograd thread, some launching kernels on two streams
     (stream switches make nodes), some holding a blocking sync (wait-return nodes), and python
@@ -198,12 +217,11 @@ def framed_trace(rng: random.Random, steps: int = 3):
             lane = main if rng.random() < 0.8 else grad
             dur = rng.choice([2, 4, 6, 10])
             builder.cpu_op(lane, "aten::op", ts=t, dur=dur)
-            roll = rng.random()
-            if roll < 0.4:
+            if rng.random() < 0.5:
                 builder.launch(lane, ts=t + 1, dur=1, kernel="k", stream=rng.choice([7, 8]),
-                               kernel_ts=t + 3, kernel_dur=rng.choice([1, 5, 30]))
-            elif roll < 0.5 and dur >= 6:
-                builder.runtime(lane, "cudaDeviceSynchronize", ts=t + 1, dur=dur - 3)
+                               kernel_ts=t + rng.choice([2, 3]), kernel_dur=rng.choice([1, 2, 5, 30]))
+            if dur >= 6 and rng.random() < 0.4:
+                builder.runtime(lane, "cudaDeviceSynchronize", ts=t + 2, dur=dur - 3)
             t += dur + rng.choice([0, 0, 1, 3])
         for _ in range(rng.randint(30, 90)):
             lane = main if rng.random() < 0.8 else grad
@@ -222,4 +240,5 @@ def test_python_frames_keep_their_nodes(tmp_path, seed):
     inputs = {f"framed-{k}": framed_trace(rng).write(tmp_path / f"framed-{k}.json") for k in range(3)}
     con = analyzed_runs(tmp_path, inputs)
     assert assert_same_node_events(con) > 50
+    assert assert_same_edges(con) > 10  # the ops' blocking syncs, kernels ending on their bounds
     con.close()
