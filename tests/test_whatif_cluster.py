@@ -16,12 +16,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from warehouse.api import Warehouse
 from warehouse.errors import CtdaError
 from warehouse.whatif_cluster import (ClusterSpec, check_cluster, collective_times, load_cluster,
-                                      simgrid_available)
+                                      processor_sharing, simgrid_available)
 
 DATA = Path(__file__).parent / "data"
 SHAPED = DATA / "shaped"
@@ -119,6 +120,18 @@ def test_hierarchical_all_reduce_keeps_most_bytes_inside_the_hosts():
     # with 4 parallel B/8 flows on it, and the intra-host phases at 100x the bandwidth
     assert ring == pytest.approx(14 * 1e8 / 8 / 1.25e9 * 1e6, rel=0.01)
     assert hierarchical == pytest.approx(2 * 4 * 1e8 / 8 / 1.25e9 * 1e6, rel=0.05)
+
+
+def test_concurrent_gloo_collectives_share_the_link_so_the_small_one_ends_first():
+    """DDP's buckets on gloo run at once (tests/data/shaped/r2-400m-1: the 4.2 MB bucket
+    arrives first, the 2.1 MB one 13 ms later; the small one ends first). Served one after
+    the other, the big one would end first and the step would wait on the small one."""
+    big, small = 169.6, 84.0                       # each alone on the 400 Mbit/s link, ms
+    ends = processor_sharing(np.array([0.0, 13.1]), np.array([big, small]))
+    assert ends[1] == pytest.approx(13.1 + 2 * small)   # half the link while both run
+    assert ends[0] == pytest.approx(big + small)        # the link never idles: all bytes by then
+    # a collective that arrives after the others ended has the link to itself
+    assert processor_sharing(np.array([0.0, 500.0]), np.array([100.0, 84.0])).tolist() == [100.0, 584.0]
 
 
 # ---- the cluster file -----------------------------------------------------------------------

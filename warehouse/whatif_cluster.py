@@ -344,11 +344,15 @@ class ClusterScenario(Scenario):
         super().validate()
 
     def serializer(self, con):
-        """The coupled replay's hook: a process group runs one transfer at a time (a NCCL
-        communicator's stream; gloo's concurrent collectives share the link, so the last
-        ends as late), so collective k's transfer starts at the later of its last arrival and
-        the end of k - 1's: start_k = max(arrival_k, start_(k-1) + T_(k-1)). Per chain it is a
-        running maximum: start = S + max-accumulate(arrival - S), S the transfers before k."""
+        """The coupled replay's hook: how the transfers of one process group share its links.
+        A NCCL communicator runs one collective at a time on its stream, so collective k's
+        transfer starts at the later of its last arrival and the end of k - 1's (FIFO). Gloo
+        runs concurrent collectives on its worker threads at once, and their flows (the same
+        ranks, the same links) share the bottleneck equally: processor sharing. Measured on
+        the shaped runs (tests/data/shaped/r2-400m-1): DDP's 4.2 MB bucket arrives first, the
+        2.1 MB one 13 ms later, and the small one ends first (177 ms after, as 2 x its 84 ms
+        alone), the big one last (265 ms, its 170 ms plus the small one's 84): served in turn,
+        the big one would end first, and the step would wait for the small one's end."""
         return _Serializer.load(con, self.transfers)
 
     def apply(self, con) -> None:
@@ -361,10 +365,16 @@ class ClusterScenario(Scenario):
 
 
 class _Serializer:
-    def __init__(self, chain: np.ndarray, transfer: np.ndarray):
+    """Per chain (a process group of a run), the start of each collective's transfer such
+    that start + its simulated time alone is when it ends: FIFO on a NCCL chain, processor
+    sharing on a gloo chain (in-flight collectives progress at an equal share of the link)."""
+
+    def __init__(self, chain: np.ndarray, transfer: np.ndarray, shared: np.ndarray | None = None):
         self.transfer = transfer
         self.before = np.zeros_like(transfer)      # S: the chain's transfers before each group
         self.segments = np.split(np.arange(len(chain)), np.flatnonzero(np.diff(chain)) + 1)
+        self.shared = [bool(shared[rows].any()) if shared is not None and len(rows) else False
+                       for rows in self.segments]
         for rows in self.segments:
             if len(rows):
                 self.before[rows] = np.concatenate(([0.0], np.cumsum(transfer[rows])[:-1]))
@@ -374,20 +384,56 @@ class _Serializer:
         con.register("wi_cluster_transfers", transfers)
         try:
             rows = con.execute(
+                "WITH kinds AS (SELECT run_id, pg, seq, bool_and(executed_on <> 'nccl_kernel') AS shared "
+                "FROM wi_coupled_instances GROUP BY ALL) "
                 "SELECT dense_rank() OVER (ORDER BY g.run_id, g.pg) AS chain, "
-                "coalesce(t.transfer_us, 0.0) AS transfer_us FROM wi_coupled_groups AS g "
-                "LEFT JOIN wi_cluster_transfers AS t USING (run_id, pg, seq) ORDER BY g.group_index").fetchnumpy()
+                "coalesce(t.transfer_us, 0.0) AS transfer_us, coalesce(k.shared, false) AS shared "
+                "FROM wi_coupled_groups AS g "
+                "LEFT JOIN wi_cluster_transfers AS t USING (run_id, pg, seq) "
+                "LEFT JOIN kinds AS k USING (run_id, pg, seq) ORDER BY g.group_index").fetchnumpy()
         finally:
             con.unregister("wi_cluster_transfers")
-        return cls(np.asarray(rows["chain"]), np.asarray(rows["transfer_us"], dtype=float))
+        return cls(np.asarray(rows["chain"]), np.asarray(rows["transfer_us"], dtype=float),
+                   np.asarray(rows["shared"], dtype=bool))
 
     def __call__(self, arrival: np.ndarray) -> np.ndarray:
         start = arrival.copy()
-        for rows in self.segments:
-            if len(rows):
+        for rows, shared in zip(self.segments, self.shared):
+            if not len(rows):
+                continue
+            if shared:
+                start[rows] = processor_sharing(arrival[rows], self.transfer[rows]) - self.transfer[rows]
+            else:
                 s = self.before[rows]
                 start[rows] = s + np.maximum.accumulate(arrival[rows] - s)
         return start
+
+
+def processor_sharing(arrival: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """End times of jobs that arrive at `arrival` needing `work` of a server alone, when the
+    jobs in progress share it equally (egalitarian processor sharing)."""
+    end = np.array(arrival, dtype=float)
+    order = [int(i) for i in np.argsort(arrival, kind="stable") if np.isfinite(arrival[i])]
+    remaining: dict[int, float] = {}
+    now, k = -np.inf, 0
+    while k < len(order) or remaining:
+        if not remaining:
+            now = max(now, float(arrival[order[k]]))
+        while k < len(order) and arrival[order[k]] <= now:
+            remaining[order[k]] = max(float(work[order[k]]), 0.0)
+            k += 1
+        share = len(remaining)
+        first = min(remaining, key=remaining.get)
+        finish = now + remaining[first] * share
+        step_to = min(finish, float(arrival[order[k]])) if k < len(order) else finish
+        done = (step_to - now) / share
+        now = step_to
+        for job in list(remaining):
+            remaining[job] -= done
+            if remaining[job] <= 1e-9 or (job == first and step_to == finish):
+                end[job] = now
+                del remaining[job]
+    return end
 
 
 def compute_scales(spec: ClusterSpec, measured_ranks: list[int], world: int) -> tuple[Scale, ...]:
