@@ -61,6 +61,13 @@ STAGE_US = {0: 100.0, 1: 300.0}
 
 def pipeline_job(folder: Path) -> Path:
     """Write the two ranks' traces of the pipeline above."""
+    return staged_pipeline_job(folder, STAGE_US, 0.0)
+
+
+def staged_pipeline_job(folder: Path, stage_us: dict[int, float], slow_us: float) -> Path:
+    """Two ranks' traces of one 1F1B step as above: stage s's forward and backward take
+    stage_us[s], and stage 1 sleeps slow_us in `slow_stage` before each forward (an annotation
+    with no op inside; tests/test_whatif_parallel.py removes it)."""
     folder.mkdir(parents=True, exist_ok=True)
     b = {rank: TraceBuilder(rank=rank, world_size=2, pid=2000 + rank) for rank in (0, 1)}
     lane = {rank: b[rank].thread(200 + rank, "pt_main_thread") for rank in (0, 1)}
@@ -69,9 +76,13 @@ def pipeline_job(folder: Path) -> Path:
         b[rank].cpu_op(lane[rank], name, ts=ts, dur=dur)
         return ts + dur + 1
 
+    def forward(rank, ts):
+        if rank == 1 and slow_us:
+            b[rank].annotation(lane[rank], "slow_stage", ts=ts, dur=slow_us)
+            ts += slow_us
+        return op(rank, "aten::mm", ts, stage_us[rank])
+
     def p2p(sender_ts, receiver_ts, sender, receiver):
-        """A send posted at sender_ts and its recv posted at receiver_ts: both calls and their
-        gloo annotations; returns the completion."""
         done = max(sender_ts, receiver_ts) + TRANSFER_US
         for rank, ts, kind, peer in ((sender, sender_ts, "send", receiver), (receiver, receiver_ts, "recv", sender)):
             call = "c10d::send" if kind == "send" else "c10d::recv_"
@@ -82,28 +93,25 @@ def pipeline_job(folder: Path) -> Path:
                                **{"Input Dims": [[8, 256]], "Input type": ["float"]})
         return done
 
-    f, bw = "aten::mm", "aten::mm_backward"
-    # rank 1 posts R(a0) at 5; rank 0 runs F0 and posts S(a0) at 111
-    t0 = op(0, f, 10, STAGE_US[0])                                  # 111
-    done = p2p(t0, 5, 0, 1)                                         # 121
-    t0 = op(0, f, done + 1, STAGE_US[0])                            # F1 122-222, next 223
-    t1 = op(1, f, done + 1, STAGE_US[1])                            # F0 122-422
-    t1 = op(1, bw, t1, STAGE_US[1])                                 # B0 423-723, next 724
+    backward = "aten::mm_backward"
+    t0 = forward(0, 10)                                  # F0 on stage 0; stage 1 posts R(a0) at 5
+    done = p2p(t0, 5, 0, 1)
+    t0 = forward(0, done + 1)                            # F1 on stage 0
+    t1 = op(1, backward, forward(1, done + 1), stage_us[1])   # F0, B0 on stage 1
     for mb in (1, 2, 3):
-        # fused batches: rank 0 [S(a_mb) R(g_mb-1)], rank 1 [S(g_mb-1) R(a_mb)], posted 3 us apart
+        # fused batches: stage 0 [S(a_mb) R(g_mb-1)], stage 1 [S(g_mb-1) R(a_mb)], posted 3 us apart
         a_done = p2p(t0, t1 + 3, 0, 1)
         g_done = p2p(t1, t0 + 3, 1, 0)
         resume = max(a_done, g_done) + 1
-        t0 = op(0, bw, resume, STAGE_US[0])                         # B(mb-1) on stage 0
+        t0 = op(0, backward, resume, stage_us[0])
         if mb < 3:
-            t0 = op(0, f, t0, STAGE_US[0])                          # F(mb+1) on stage 0
-        t1 = op(1, f, resume, STAGE_US[1])                          # F(mb) on stage 1
-        t1 = op(1, bw, t1, STAGE_US[1])                             # B(mb) on stage 1
-    done = p2p(t1, t0, 1, 0)                                        # g3: posted 2572 and 2071
-    end0 = op(0, "aten::add_", op(0, bw, done + 1, STAGE_US[0]), 20)  # B3 2583-2683, update -2704
+            t0 = forward(0, t0)
+        t1 = op(1, backward, forward(1, resume), stage_us[1])
+    done = p2p(t1, t0, 1, 0)                             # g3
+    end0 = op(0, "aten::add_", op(0, backward, done + 1, stage_us[0]), 20)
     end1 = op(1, "aten::add_", done + 1, 20)
-    b[0].step(1, lane[0], ts=0, dur=end0 + 5)                       # 0-2710
-    b[1].step(1, lane[1], ts=0, dur=end1 + 6)                       # 0-2610
+    b[0].step(1, lane[0], ts=0, dur=end0 + 5)
+    b[1].step(1, lane[1], ts=0, dur=end1 + 6)
     for rank in (0, 1):
         b[rank].write(folder / f"rank-{rank}.json.gz")
     return folder

@@ -1,0 +1,97 @@
+"""What-if across pipeline stages: removing a slow stage's work (`--scale rankN:...=0`) moves
+every stage that waited for it through point-to-point send/recv (issue 31).
+
+A hand-made 2-stage 1F1B pipeline (4 microbatches; tests/test_crossrank_parallel.py's
+staged_pipeline_job) is written twice: once with stage 1 sleeping in
+`slow_stage` before each forward, once without. The prediction from the first must be the
+second's steps: the replay's coupling completes a transfer at the later of the two posts plus
+its transfer time, and the op after a recv resumes from that completion, less the sleep that
+sat between them (sql/whatif/45_coupling.sql).
+
+The recorded runs (tests/data/gloo/pipeline_slow and pipeline) cannot check the prediction
+against truth: the recording without the sleep is the slower one (74-110 ms steps against
+56-67 ms), its 8 KiB transfers taking 4-14 ms after both posts instead of 0.2-0.3 ms (the two
+ranks likely competing for shared cores when neither sleeps): from the slow run the replay
+predicts 31.4 ms (mean step), 62 ms off the 93.5 ms measured, beyond the 36 ms its steps
+spread over. Their test checks what the replay must do with the slow run: every step of both
+stages loses what stage 1 slept in it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from statistics import mean
+
+import pytest
+
+from test_crossrank import analysed_db
+from test_crossrank_parallel import staged_pipeline_job
+from warehouse.whatif import Scale, Scenario, whatif
+
+GLOO = Path(__file__).parent / "data" / "gloo"
+SLOW_US = 400.0
+WITHOUT_SLEEP = Scenario(scales=(Scale("slow_stage", 0.0, "user_annotation", ranks=(1,)),))
+
+
+# stage 1's compute per op: 300 us stays the bottleneck without the sleep; at 60 us stage 0
+# (100 us) becomes it, so stage 1 then waits for stage 0 in every transfer
+STAGE1_US = (300.0, 60.0)
+
+
+@pytest.fixture(scope="module")
+def hand_made_db(tmp_path_factory):
+    root = tmp_path_factory.mktemp("whatif_pipeline")
+    runs = {}
+    for stage1 in STAGE1_US:
+        for name, slow in (("slow", SLOW_US), ("fast", 0.0)):
+            run = f"{name}{stage1:.0f}"
+            runs[run] = [staged_pipeline_job(root / run, {0: 100.0, 1: stage1}, slow)]
+    con = analysed_db(root / "pipeline.duckdb", runs)
+    yield con
+    con.close()
+
+
+def steps(con, run: str, scenario: Scenario = Scenario(), coupled: bool = True) -> dict[int, tuple[float, float]]:
+    """rank -> (measured, predicted) of the run's one step."""
+    return {r[1]: (r[3], r[5]) for r in whatif(con, run=run, scenario=scenario, persist=False, coupled=coupled).steps}
+
+
+@pytest.mark.parametrize("stage1", STAGE1_US)
+def test_removing_the_slow_stage_predicts_the_pipeline_without_it(hand_made_db, stage1):
+    truth = {rank: measured for rank, (measured, _) in steps(hand_made_db, f"fast{stage1:.0f}").items()}
+    predicted = {rank: p for rank, (_, p) in steps(hand_made_db, f"slow{stage1:.0f}", WITHOUT_SLEEP).items()}
+    assert predicted == pytest.approx(truth, abs=1e-3)
+    # 1F1B: each of stage 1's four forwards is on the path while it is the bottleneck
+    slow = {rank: measured for rank, (measured, _) in steps(hand_made_db, f"slow{stage1:.0f}").items()}
+    if stage1 > 100:
+        assert all(slow[rank] - truth[rank] == pytest.approx(4 * SLOW_US) for rank in (0, 1))
+
+
+@pytest.mark.parametrize("stage1", STAGE1_US)
+def test_without_coupling_the_upstream_stage_keeps_its_waiting(hand_made_db, stage1):
+    rows = steps(hand_made_db, f"slow{stage1:.0f}", WITHOUT_SLEEP, coupled=False)
+    measured, predicted = rows[0]
+    assert predicted == pytest.approx(measured)   # stage 0 never slept
+    assert rows[1][1] < rows[1][0] - 3 * SLOW_US
+
+
+@pytest.fixture(scope="module")
+def recorded_db(tmp_path_factory):
+    con = analysed_db(tmp_path_factory.mktemp("whatif_recorded") / "recorded.duckdb",
+                      {"pipeline_slow": [GLOO / "pipeline_slow"]})
+    yield con
+    con.close()
+
+
+def test_recorded_slow_stage_removed_moves_both_stages(recorded_db):
+    rows = whatif(recorded_db, run="pipeline_slow", scenario=WITHOUT_SLEEP, persist=False).steps
+    sleeps = dict(recorded_db.execute(
+        "SELECT w.step, sum(e.dur_us) FROM events AS e JOIN analysis_windows AS w "
+        "ON w.run_id = e.run_id AND w.rank = e.rank AND e.ts_us >= w.start_us AND e.ts_us < w.start_us + w.window_us "
+        "WHERE e.name = 'slow_stage' AND e.rank = 1 GROUP BY w.step").fetchall())
+    assert len(rows) == 6 and len(sleeps) == 3
+    for _, rank, step, measured, replay, predicted, _ in rows:
+        assert replay == pytest.approx(measured)
+        # stage 0 never slept, yet it loses what the slow stage slept in the step: it waited
+        # for stage 1, and stage 1 stays the bottleneck without its sleep
+        assert measured - predicted == pytest.approx(sleeps[step], rel=1e-3), (rank, step)
+    assert mean(r[5] for r in rows) < 0.6 * mean(r[3] for r in rows)
