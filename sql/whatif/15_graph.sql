@@ -24,19 +24,37 @@ WHERE n.method = 'ctda';
 -- stream for a device-wide sync (its wait-return node is labelled after the call) or a CPU
 -- node that launched nothing, else on the stream the node launched onto.
 CREATE OR REPLACE TEMP TABLE wi_edge_times AS
-WITH sync_dependencies AS (
-    SELECT h.window_index, arg_max(g.node_id, g.start_us) AS src, r.node_id AS dst,
-           arg_max(g.end_us, g.start_us) AS allowed_us
+-- The last GPU node per stream that ended by the sync's return, as the latest to start among
+-- them: a running arg_max over each stream's nodes in end order (peers at one end share the
+-- value), looked up by an ASOF join at the sync's return. A join with every GPU node of the
+-- window that ended before it grew with the square of a loop of .item() calls (issue 32:
+-- 1.9 CPU s at 8k syncs).
+WITH gpu_running AS (
+    SELECT DISTINCT window_index, stream, end_us,
+           arg_max(node_id, start_us) OVER w AS src, arg_max(end_us, start_us) OVER w AS allowed_us
+    FROM wi_nodes
+    WHERE kind = 'gpu'
+    WINDOW w AS (PARTITION BY window_index, stream ORDER BY end_us RANGE UNBOUNDED PRECEDING)
+),
+sync_streams AS (
+    -- each wait return, on every stream for a device-wide sync or a node that launched
+    -- nothing, else on the stream its node launched onto
+    SELECT DISTINCT h.window_index, r.node_id AS dst, h.sync_end_us, g.stream
     FROM wi_nodes AS h
     JOIN wi_nodes AS r
         ON r.window_index = h.window_index AND r.kind = 'cpu' AND r.wait_end_us IS NOT NULL
        AND r.pid IS NOT DISTINCT FROM h.pid AND r.tid = h.tid AND r.start_us = h.sync_end_us
-    JOIN wi_nodes AS g
-        ON g.window_index = h.window_index AND g.kind = 'gpu' AND g.end_us <= h.sync_end_us
+    JOIN (SELECT DISTINCT window_index, stream FROM wi_nodes WHERE kind = 'gpu') AS g
+        ON g.window_index = h.window_index
        AND (h.stream IS NULL OR g.stream = h.stream
             OR r.label ILIKE 'after %DeviceSynchronize' OR r.label = 'after cuCtxSynchronize')
     WHERE h.kind = 'cpu' AND h.ends_with_sync
-    GROUP BY h.window_index, r.node_id, g.stream
+),
+sync_dependencies AS (
+    SELECT s.window_index, g.src, s.dst, g.allowed_us
+    FROM sync_streams AS s
+    ASOF JOIN gpu_running AS g
+        ON g.window_index = s.window_index AND g.stream = s.stream AND g.end_us <= s.sync_end_us
 ),
 queue AS (
     SELECT window_index, node_id AS dst,
