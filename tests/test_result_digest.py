@@ -23,7 +23,10 @@ issue 32 replaced with positions from one ordered pass: the old macro, kept verb
 tests/data/old_cp_node_events.sql, runs beside the new one on random with_stack-like traces
 (no shared or recorded trace holds python frames). And for the sync edges' candidates
 (cp_edges), found by positions in GPU-node end order instead of a range join on the step: the
-old statement, tests/data/old_cp_edges.sql, runs beside it on every input above.
+old statement, tests/data/old_cp_edges.sql, runs beside it on every input above. And for
+what-if's sync dependencies (wi_edge_times, sql/whatif/15_graph.sql), a running arg_max per
+stream and an ASOF join instead of a join with every earlier GPU node of the window:
+tests/data/old_wi_edge_times.sql beside it after `whatif` on the recorded what-if runs.
 """
 
 from __future__ import annotations
@@ -41,12 +44,14 @@ from warehouse.ingest import ingest
 DATA = Path(__file__).parent / "data"
 OLD_STATEMENT = (DATA / "old_cp_segments.sql").read_text(encoding="utf-8")
 
-# rows in one table and not the other, both ways, counting duplicates
-DIFFERENCE = """
-SELECT 'new only' AS side, * FROM (SELECT * FROM cp_segments EXCEPT ALL SELECT * FROM old_cp_segments)
-UNION ALL
-SELECT 'old only', * FROM (SELECT * FROM old_cp_segments EXCEPT ALL SELECT * FROM cp_segments)
-ORDER BY ALL LIMIT 10"""
+def differences(con, new: str, old: str) -> list[tuple]:
+    """Rows of `new` not in `old` and of `old` not in `new` (tables, or table macro calls),
+    counting duplicates; the first ten."""
+    return con.execute(f"""
+        SELECT 'new only' AS side, * FROM (SELECT * FROM {new} EXCEPT ALL SELECT * FROM {old})
+        UNION ALL
+        SELECT 'old only', * FROM (SELECT * FROM {old} EXCEPT ALL SELECT * FROM {new})
+        ORDER BY ALL LIMIT 10""").fetchall()
 
 
 def stage_statement(table: str) -> str:
@@ -60,7 +65,7 @@ def stage_statement(table: str) -> str:
 def assert_same_segments(con) -> int:
     """Run the old statement beside analyze's cp_segments; returns the segment count."""
     con.execute(OLD_STATEMENT)
-    assert con.execute(DIFFERENCE).fetchall() == []
+    assert differences(con, "cp_segments", "old_cp_segments") == []
     return con.execute("SELECT count(*) FROM cp_segments").fetchone()[0]
 
 
@@ -172,13 +177,7 @@ def assert_same_node_events(con) -> int:
     the counted windows' nodes and for all nodes; returns the python frames held by nodes."""
     con.execute(OLD_NODE_EVENTS)
     for counted_only in ("true", "false"):
-        assert con.execute(f"""
-            SELECT 'new only', * FROM (SELECT * FROM cp_node_events({counted_only})
-                                       EXCEPT ALL SELECT * FROM old_cp_node_events({counted_only}))
-            UNION ALL
-            SELECT 'old only', * FROM (SELECT * FROM old_cp_node_events({counted_only})
-                                       EXCEPT ALL SELECT * FROM cp_node_events({counted_only}))
-            ORDER BY ALL LIMIT 10""").fetchall() == []
+        assert differences(con, f"cp_node_events({counted_only})", f"old_cp_node_events({counted_only})") == []
     return con.execute(
         "SELECT count(*) FROM cp_node_events(false) WHERE cat = 'python_function'").fetchone()[0]
 
@@ -190,11 +189,7 @@ def assert_same_edges(con) -> int:
     """Run the old cp_edges statement (sync candidates by a range join on the step) beside
     analyze's and compare the rows; returns the sync edges."""
     con.execute(OLD_EDGES, {"sync_tolerance_us": AnalysisSettings().sync_tolerance_us})
-    assert con.execute("""
-        SELECT 'new only', * FROM (SELECT * FROM cp_edges EXCEPT ALL SELECT * FROM old_cp_edges)
-        UNION ALL
-        SELECT 'old only', * FROM (SELECT * FROM old_cp_edges EXCEPT ALL SELECT * FROM cp_edges)
-        ORDER BY ALL LIMIT 10""").fetchall() == []
+    assert differences(con, "cp_edges", "old_cp_edges") == []
     return con.execute("SELECT count(*) FROM cp_edges WHERE type = 'sync'").fetchone()[0]
 
 
@@ -241,4 +236,35 @@ def test_python_frames_keep_their_nodes(tmp_path, seed):
     con = analyzed_runs(tmp_path, inputs)
     assert assert_same_node_events(con) > 50
     assert assert_same_edges(con) > 10  # the ops' blocking syncs, kernels ending on their bounds
+    con.close()
+
+
+# ---- what-if: a wait return's sync dependencies by a running arg_max, not a join ---------
+
+OLD_WHATIF_EDGES = (DATA / "old_wi_edge_times.sql").read_text(encoding="utf-8")
+
+
+def assert_same_whatif_edges(con) -> int:
+    """Replay every window (what-if's temp tables stay in the connection), run the old
+    wi_edge_times statement beside the new one and compare; returns the edge count."""
+    from warehouse.whatif import whatif
+
+    whatif(con, persist=False)
+    con.execute(OLD_WHATIF_EDGES)
+    assert differences(con, "wi_edge_times", "old_wi_edge_times") == []
+    return con.execute("SELECT count(*) FROM wi_edge_times").fetchone()[0]
+
+
+def test_whatif_keeps_its_sync_dependencies(tmp_path):
+    """The recorded what-if runs (syncs, copies, graphs, DDP) and random framed traces, whose
+    ops hold device-wide syncs with kernels on two streams ending on their bounds."""
+    rng = random.Random(5)
+    inputs = {f"whatif-{p.name}": p for p in sorted((DATA / "whatif").glob("*-r1.json.gz"))}
+    inputs |= {f"cuda-{p.name}": p for p in sorted((DATA / "cuda").glob("item_sync*.json.gz"))}
+    inputs |= {f"framed-{k}": framed_trace(rng).write(tmp_path / f"framed-{k}.json") for k in range(3)}
+    con = analyzed_runs(tmp_path, inputs)
+    assert assert_same_whatif_edges(con) > 1000
+    assert con.execute("SELECT count(*) FROM wi_edge_times AS e JOIN wi_nodes AS d "
+                       "ON d.window_index = e.window_index AND d.seq = e.dst_seq "
+                       "WHERE d.wait_end_us IS NOT NULL").fetchone()[0] > 50
     con.close()
