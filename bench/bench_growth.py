@@ -8,6 +8,12 @@ Shapes (each one step on the main thread, written with warehouse.tracebuilder):
                the counted-time sweep's non-nested case
   small_nodes  N/3 ops, each launching a kernel (op, launch call, kernel); every 4 ops switch
                stream, so the step holds ~N/6 small CPU and GPU nodes
+  python_frames  small_nodes as a with_stack trace records it: N/4 ops, each inside a python
+               frame of its own (frame, op, launch call, kernel): ~N/8 small nodes on a thread
+               of N/4 frames, which the nodes' python-frame lookup pairs up
+  syncs        N/4 ops, each launching a 4 us kernel and then waiting for it in a
+               cudaStreamSynchronize (op, launch call, kernel, sync): ~N/4 CPU nodes ending in
+               a sync, ~N/4 wait returns and ~N/4 GPU nodes in one step, as a loop of .item()
   ranks        R rank files of one run, each a small_nodes step of --rank-events events
 
 Cost per event = analyze's wall time / the trace's events (CPU seconds beside it: the machine
@@ -16,7 +22,7 @@ this script twice, once with --code-dir pointing at a checkout of the code befor
 (`git worktree add /tmp/before COMMIT`).
 
 Usage: python bench/bench_growth.py [--sizes 8000 32000 128000] [--shapes nested overlapping
-       small_nodes] [--ranks 1 4 16 64] [--rank-events 4000] [--runs 1] [--code-dir DIR]
+       small_nodes python_frames syncs] [--ranks 1 4 16 64] [--rank-events 4000] [--runs 1] [--code-dir DIR]
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import time
 from pathlib import Path
 
 REPO_DIR = Path(__file__).resolve().parent.parent
-SHAPES = ("nested", "overlapping", "small_nodes")
+SHAPES = ("nested", "overlapping", "small_nodes", "python_frames", "syncs")
 
 
 def _builder(rank: int = 0, world_size: int | None = None):
@@ -53,26 +59,50 @@ def nested_trace(events: int, overlap: bool = False, rank: int = 0, world_size: 
     return builder
 
 
-def small_nodes_trace(events: int, rank: int = 0, world_size: int | None = None):
+def small_nodes_trace(events: int, rank: int = 0, world_size: int | None = None, frames: bool = False):
     """One step, N/3 ops 10 us apart, each launching a 4 us kernel; streams 7 and 8 alternate
-    every 4 ops, so each run of 4 ops is a CPU node of its own with a GPU node."""
+    every 4 ops, so each run of 4 ops is a CPU node of its own with a GPU node. With `frames`,
+    N/4 ops, each inside an 8 us python frame of its own (the op shrinks to 6 us inside it)."""
     builder = _builder(rank, world_size)
     main = builder.thread(100, "pt_main_thread")
     builder.stream(7)
     builder.stream(8)
-    ops = max(1, events // 3)
+    ops = max(1, events // (4 if frames else 3))
     builder.step(1, main, ts=0, dur=ops * 10 + 20)
     for i in range(ops):
         start = 5 + i * 10
-        builder.cpu_op(main, "aten::mul", ts=start, dur=8)
-        builder.launch(main, ts=start + 1, dur=3, kernel="mul_kernel", stream=7 + (i // 4) % 2,
+        if frames:
+            builder.python_function(main, f"model.py({i % 50}): forward", ts=start, dur=8)
+        builder.cpu_op(main, "aten::mul", ts=start + frames, dur=8 - 2 * frames)
+        builder.launch(main, ts=start + 1 + frames, dur=3, kernel="mul_kernel", stream=7 + (i // 4) % 2,
                        kernel_ts=start + 6, kernel_dur=4)
     return builder
 
 
+def syncs_trace(events: int):
+    """One step, N/4 ops 20 us apart: each launches a 4 us kernel on stream 7 and waits for it
+    in a cudaStreamSynchronize that returns 1 us after the kernel ends."""
+    builder = _builder()
+    main = builder.thread(100, "pt_main_thread")
+    builder.stream(7)
+    ops = max(1, events // 4)
+    builder.step(1, main, ts=0, dur=ops * 20 + 20)
+    for i in range(ops):
+        start = 5 + i * 20
+        builder.cpu_op(main, "aten::item", ts=start, dur=14)
+        builder.launch(main, ts=start + 1, dur=2, kernel="mul_kernel", stream=7,
+                       kernel_ts=start + 4, kernel_dur=4)
+        builder.runtime(main, "cudaStreamSynchronize", ts=start + 3, dur=6)
+    return builder
+
+
 def shape_trace(shape: str, events: int):
+    if shape == "syncs":
+        return syncs_trace(events)
     if shape == "small_nodes":
         return small_nodes_trace(events)
+    if shape == "python_frames":
+        return small_nodes_trace(events, frames=True)
     return nested_trace(events, overlap=shape == "overlapping")
 
 
