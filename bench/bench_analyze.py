@@ -25,16 +25,16 @@ from common import PEER_VENVS, fmt_s, hta_folder, median, peer_python, print_tab
 def require_analyze():
     """The engine's entry point, or exit with a clear message while it does not exist yet."""
     try:
-        from warehouse.analyze import analyze
+        from ctda_sql.engine.analyze import analyze
     except ImportError as exc:
-        sys.exit(f"warehouse.analyze.analyze is not available yet ({exc}); "
+        sys.exit(f"ctda_sql.engine.analyze.analyze is not available yet ({exc}); "
                  "bench_analyze.py needs the critical-path engine")
     return analyze
 
 
 def ingested_db(folder: Path, trace: Path) -> Path:
-    from warehouse.connection import connect
-    from warehouse.ingest import ingest
+    from ctda_sql.core.connection import connect
+    from ctda_sql.ingest.load import ingest
 
     db = folder / "bench.duckdb"
     con = connect(db)
@@ -44,7 +44,7 @@ def ingested_db(folder: Path, trace: Path) -> Path:
 
 
 def time_ours(db: Path) -> tuple[float, dict]:
-    from warehouse.connection import connect
+    from ctda_sql.core.connection import connect
 
     analyze = require_analyze()
     con = connect(db)
@@ -70,7 +70,7 @@ FROM events WHERE ph = 'X' AND stream IS NULL AND dur_us IS NOT NULL"""
 
 
 def time_floor(db: Path) -> float:
-    from warehouse.connection import connect
+    from ctda_sql.core.connection import connect
 
     con = connect(db)
     con.execute(FLOOR_SQL)  # warm-up

@@ -31,10 +31,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from warehouse.analyze import analyze  # noqa: E402
-from warehouse.connection import connect  # noqa: E402
-from warehouse.ingest import ingest  # noqa: E402
-from warehouse.whatif_cluster import check_cluster, whatif_cluster  # noqa: E402
+from ctda_sql.engine.analyze import analyze  # noqa: E402
+from ctda_sql.core.connection import connect  # noqa: E402
+from ctda_sql.ingest.load import ingest  # noqa: E402
+from ctda_sql.whatif.cluster import check_cluster, whatif_cluster  # noqa: E402
 
 LEAF_SPINE = {"cluster": {"hosts": 512, "devices_per_host": 8, "device_speed": 1.0},
               "intra_host": {"bandwidth_gbps": 3600.0, "latency_us": 1.0},
@@ -73,7 +73,7 @@ def predict(con, run: str, cluster: dict, world: int | None = None, name: str | 
 def projection(args) -> None:
     con = open_runs([args.trace_dir])
     began = time.perf_counter()
-    from warehouse import whatif_cluster as module
+    from ctda_sql.whatif import cluster as module
     simulate = module.simulate_rounds
     spent = []
 

@@ -1,7 +1,7 @@
 """How analyze's cost grows with the work (issue 32): cost per event of `analyze --method all`
 for one step whose CPU node holds N events, and for 1 .. 64 ranks of one job.
 
-Shapes (each one step on the main thread, written with warehouse.tracebuilder):
+Shapes (each one step on the main thread, written with ctda_sql.tracebuilder):
   nested       N/2 top-level ATen ops, each with one child nested inside it: one CPU node
   overlapping  the same, but one child runs 1 us past its parent's end (an event that overlaps
                another without nesting, as a timestamp rounded apart from its duration makes):
@@ -39,7 +39,7 @@ SHAPES = ("nested", "overlapping", "small_nodes", "python_frames", "syncs")
 
 
 def _builder(rank: int = 0, world_size: int | None = None):
-    from warehouse.tracebuilder import TraceBuilder
+    from ctda_sql.tracebuilder import TraceBuilder
 
     return TraceBuilder(rank=rank, world_size=world_size)
 
@@ -108,9 +108,9 @@ def shape_trace(shape: str, events: int):
 
 def timed_analyze(paths: list[Path], folder: Path, runs: int) -> tuple[int, float, float]:
     """(events, median wall s, median CPU s) of analyze --method all on a fresh ingest."""
-    from warehouse.analyze import analyze
-    from warehouse.connection import connect
-    from warehouse.ingest import ingest
+    from ctda_sql.engine.analyze import analyze
+    from ctda_sql.core.connection import connect
+    from ctda_sql.ingest.load import ingest
 
     db = folder / "growth.duckdb"
     con = connect(db)
@@ -142,9 +142,9 @@ def main() -> int:
     parser.add_argument("--code-dir", type=Path, default=REPO_DIR, help="the checkout whose engine runs")
     args = parser.parse_args()
     sys.path.insert(0, str(args.code_dir.resolve()))
-    import warehouse
+    import ctda_sql
 
-    print(f"engine: {Path(warehouse.__file__).parent.parent}")
+    print(f"engine: {Path(ctda_sql.__file__).parent.parent}")
     headers = ["input", "N / ranks", "events", "analyze s", "CPU s", "us/event", "CPU us/event"]
     print("  ".join(headers), flush=True)
     with tempfile.TemporaryDirectory(prefix="ctda-growth-") as work:

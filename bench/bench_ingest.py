@@ -39,8 +39,8 @@ def target_files(path: Path) -> list[Path]:
 
 
 def time_ours_in_process(path: Path) -> float:
-    from warehouse.connection import connect
-    from warehouse.ingest import ingest
+    from ctda_sql.core.connection import connect
+    from ctda_sql.ingest.load import ingest
 
     with tempfile.TemporaryDirectory(prefix="ctda-bench-") as folder:
         con = connect(Path(folder) / "bench.duckdb")
@@ -114,7 +114,7 @@ def bench_target(path: Path, runs: int, peers: bool) -> dict:
 
 
 def count_events(files: list[Path]) -> int:
-    from warehouse.traceio import read_trace
+    from ctda_sql.ingest.traceio import read_trace
 
     return sum(read_trace(f).event_count for f in files)
 

@@ -173,8 +173,8 @@ def required_params(report) -> dict[str, str]:
 
 def time_reports(db: Path, cli: bool) -> list[dict]:
     """Every saved report on the database: in-process query time, and CLI wall time."""
-    from warehouse.connection import connect
-    from warehouse.reports import all_reports, run_report
+    from ctda_sql.core.connection import connect
+    from ctda_sql.engine.reports import all_reports, run_report
 
     listed = json.loads(subprocess.run(["ctda-sql", "report", "--list", "--format", "json"],
                                        check=True, capture_output=True, text=True).stdout)

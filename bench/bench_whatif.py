@@ -28,10 +28,10 @@ TARGET_S = 5.0
 
 
 def main() -> int:
-    from warehouse.analyze import analyze
-    from warehouse.connection import connect
-    from warehouse.ingest import ingest
-    from warehouse.whatif import Scale, Scenario, whatif
+    from ctda_sql.engine.analyze import analyze
+    from ctda_sql.core.connection import connect
+    from ctda_sql.ingest.load import ingest
+    from ctda_sql.whatif.replay import Scale, Scenario, whatif
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_job_arguments(parser)
@@ -51,7 +51,7 @@ def main() -> int:
         analyze(con, method="ctda", show_progress=False)
         analyze_s = time.perf_counter() - started
     if args.coupled:
-        from warehouse.crossrank import match_collectives
+        from ctda_sql.engine.crossrank import match_collectives
 
         match_collectives(con)
         matched = con.execute("SELECT count(*) FILTER (WHERE matched), count(*) FROM collective_instances").fetchone()

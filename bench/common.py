@@ -21,15 +21,9 @@ PEER_VENVS = {
 }
 
 
-# `python -c` puts the current folder first on sys.path: run from a repository root, that
-# root's packages would shadow the checkout asked for, so its folder goes in front explicitly.
-_CHECKOUT_CLI = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
-                 "from ctda_shell.entry import main; sys.exit(main(sys.argv[1:]))")
-
-
 def checkout_cli(code_dir: Path) -> list[str]:
     """The command line of the ctda-sql CLI of the checkout in code_dir (append its arguments)."""
-    return [sys.executable, "-c", _CHECKOUT_CLI, str(Path(code_dir).resolve())]
+    return [sys.executable, str(BENCH_DIR / "run_checkout.py"), str(Path(code_dir).resolve())]
 
 
 def traces_dir() -> Path:

@@ -20,8 +20,11 @@ from pathlib import Path
 import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from warehouse import analyze, connection, ingest, sqlfiles  # noqa: E402
-from warehouse.transaction import transaction  # noqa: E402
+from ctda_sql.engine import analyze
+from ctda_sql.core import connection
+from ctda_sql.ingest import load as ingest
+from ctda_sql.core import sqlfiles  # noqa: E402
+from ctda_sql.core.transaction import transaction  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from common import traces_dir
 
-from warehouse.connection import connect
+from ctda_sql.core.connection import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_interrupts import assert_interrupted, run_with_sigint, state, timed_run  # noqa: E402

@@ -66,7 +66,7 @@ def dump(db: Path, out: Path, code_dir: Path = REPO_DIR) -> None:
 
     if db.is_dir():  # a lake: its views, through the checkout's own code
         sys.path.insert(0, str(code_dir))
-        from warehouse.lake import open_lake
+        from ctda_sql.lake.views import open_lake
 
         con = open_lake(db)
     else:

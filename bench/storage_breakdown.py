@@ -103,9 +103,9 @@ def main() -> int:
     parser.add_argument("--min-raw-mb", type=float, default=1.0)
     args = parser.parse_args()
     sys.path.insert(0, str(args.code_dir.resolve()))
-    from warehouse.analyze import analyze
-    from warehouse.connection import connect
-    from warehouse.ingest import ingest
+    from ctda_sql.engine.analyze import analyze
+    from ctda_sql.core.connection import connect
+    from ctda_sql.ingest.load import ingest
 
     shared = traces_dir()
     paths = {p.name.removesuffix(".json.gz"): p for p in sorted(shared.iterdir())

@@ -18,16 +18,16 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.lexers import PygmentsLexer
 from pygments.lexers.sql import PostgresLexer
 
-from warehouse.config import Config, load_config
-from warehouse.connection import open_session, resolve_db_path
-from warehouse.errors import CtdaError
-from warehouse.output import default_format, render, table_width, write_cursor
+from ctda_sql.core.config import Config, load_config
+from ctda_sql.core.connection import open_session, resolve_db_path
+from ctda_sql.core.errors import CtdaError
+from ctda_sql.cli.output import default_format, render, table_width, write_cursor
 
-from .catalog import Catalog
-from .commands import command_attaches, command_writes, is_dot_command, run_dot_command
-from .completion import WarehouseCompleter
-from .runner import QueryCancelled, error_lines, interruptible, run_sql
-from .state import Result, Script, ShellState
+from ctda_sql.shell.catalog import Catalog
+from ctda_sql.shell.commands import command_attaches, command_writes, is_dot_command, run_dot_command
+from ctda_sql.shell.completion import WarehouseCompleter
+from ctda_sql.shell.runner import QueryCancelled, error_lines, interruptible, run_sql
+from ctda_sql.shell.state import Result, Script, ShellState
 
 HISTORY_ENV = "CTDA_HISTORY"
 PROMPT = "ctda> "
@@ -71,7 +71,7 @@ def open_state(db: str | None, read_only: bool = False, safe: bool = False) -> S
     state = ShellState(con=con, db_path=path, read_only=read_only, safe=safe)
     _apply_settings(state, load_config())
     if not read_only:
-        from warehouse.experiments import refresh_run_meta
+        from ctda_sql.ingest.experiments import refresh_run_meta
 
         with state.holding(write=True):
             refresh_run_meta(state.con)  # runs ingested by other tools get their --meta columns too
@@ -80,7 +80,7 @@ def open_state(db: str | None, read_only: bool = False, safe: bool = False) -> S
 
 def open_lake_state(lake_dir: str, safe: bool = False) -> ShellState:
     """A read-only session over a Parquet lake: every table is a view over its files."""
-    from warehouse.lake import open_lake
+    from ctda_sql.lake.views import open_lake
 
     state = ShellState(con=open_lake(lake_dir, safe=safe), db_path=Path(lake_dir), read_only=True, lake=True,
                        safe=safe)
@@ -183,7 +183,7 @@ def loop(state: ShellState, session: PromptSession) -> int:
 def run_and_show(state: ShellState, text: str) -> bool:
     """Run one input, printing each result as it comes, or the error that stopped it; True
     when every part worked."""
-    from warehouse.transaction import forget_commits, interrupted_message
+    from ctda_sql.core.transaction import forget_commits, interrupted_message
 
     forget_commits()  # a Ctrl-C below says whether this input's work was saved, not an earlier one's
     started = time.perf_counter()

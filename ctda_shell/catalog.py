@@ -7,8 +7,8 @@ from functools import cached_property
 
 import duckdb
 
-from warehouse import sqlfiles
-from warehouse.errors import CtdaError
+from ctda_sql.core import sqlfiles
+from ctda_sql.core.errors import CtdaError
 
 # the LIMIT of shell/event_names.sql
 EVENT_NAME_LIMIT = 50
@@ -94,7 +94,7 @@ class Catalog:
         return [row[0] for row in self._rows(sqlfiles.load("shell/event_names.sql"), [pattern])]
 
     def reports(self) -> dict:
-        from warehouse.reports import all_reports
+        from ctda_sql.engine.reports import all_reports
 
         try:
             return all_reports()

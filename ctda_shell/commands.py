@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from warehouse import sqlfiles
-from warehouse.errors import CtdaError
-from warehouse.options import ANALYZE_OPTIONS, INGEST_OPTIONS, analysis_settings, command_parser
-from warehouse.output import FORMATS
+from ctda_sql.core import sqlfiles
+from ctda_sql.core.errors import CtdaError
+from ctda_sql.cli.options import ANALYZE_OPTIONS, INGEST_OPTIONS, analysis_settings, command_parser
+from ctda_sql.cli.output import FORMATS
 
-from .runner import READ_ONLY_MESSAGE, interruptible
-from .state import Result, Script, ShellState
+from ctda_sql.shell.runner import READ_ONLY_MESSAGE, interruptible
+from ctda_sql.shell.state import Result, Script, ShellState
 
 # What a command's arguments complete to: a fixed tuple of words, or one of these sources.
 TABLES, REPORTS, PATHS, COMMANDS, ANALYZE = "tables", "reports", "paths", "commands", "analyze"
@@ -193,7 +193,7 @@ def runs(state, words):
 
 @dot_command(".reports", "", "list the saved reports and their parameters")
 def reports(state, words):
-    from warehouse.reports import all_reports
+    from ctda_sql.engine.reports import all_reports
 
     _expect(words, 0, ".reports")
     rows = [(r.name, r.description, r.params_text(), r.source) for r in all_reports().values()]
@@ -202,7 +202,7 @@ def reports(state, words):
 
 def _report_help(name: str) -> list[Result]:
     """What a report answers, then each parameter: type, default and help from its header."""
-    from warehouse.reports import find_report
+    from ctda_sql.engine.reports import find_report
 
     found = find_report(name)
     rows = [(p.name, p.type, "NULL" if p.default is None else str(p.default), p.help) for p in found.params]
@@ -213,14 +213,14 @@ def _report_help(name: str) -> list[Result]:
 
 @dot_command(".report", "NAME [KEY=VALUE]...", "run a saved report with bound parameters", complete=REPORTS)
 def report(state, words):
-    from warehouse.cli import parse_key_values
+    from ctda_sql.cli.main import parse_key_values
 
     _expect(words, 99, ".report NAME [KEY=VALUE]...", least=1)
     return _run_report(state, words[0], parse_key_values(words[1:], "parameter"))
 
 
 def _run_report(state: ShellState, name: str, given: dict[str, str]) -> Result:
-    from warehouse.reports import find_report, run_report
+    from ctda_sql.engine.reports import find_report, run_report
 
     found = find_report(name)
     return Result(cursor=interruptible(state.con, lambda: run_report(state.con, found, given)))
@@ -233,8 +233,8 @@ _ANALYZE = command_parser(".analyze", ANALYZE_OPTIONS)
 @dot_command(".ingest", _INGEST.usage.removeprefix(".ingest "),
              "load trace files or folders of rank files as one run", complete=PATHS, writes=True)
 def ingest(state, words):
-    from warehouse import Warehouse
-    from warehouse.cli import meta_value, parse_key_values
+    from ctda_sql import Warehouse
+    from ctda_sql.cli.main import meta_value, parse_key_values
 
     args = _INGEST.parse_args(words)
     _writable(state)
@@ -249,7 +249,7 @@ def ingest(state, words):
 @dot_command(".analyze", _ANALYZE.usage.removeprefix(".analyze "),
              "build dependency graphs and critical paths", complete=ANALYZE, writes=True)
 def analyze(state, words):
-    from warehouse import Warehouse
+    from ctda_sql import Warehouse
 
     args = _ANALYZE.parse_args(words)
     settings = analysis_settings(args)
@@ -264,7 +264,7 @@ def analyze(state, words):
 @dot_command(".whatif", "[--run NAME] [--scale [CAT:]PATTERN=FACTOR]... [--comm-bandwidth-scale F] ...",
              "predict step time under a change (options as `ctda-sql whatif`)", writes=True)
 def whatif(state, words):
-    from warehouse.cli_whatif import parse_shell_words, run
+    from ctda_sql.cli.whatif import parse_shell_words, run
 
     _writable(state)
     tables = run(state.con, parse_shell_words(words))
@@ -377,7 +377,7 @@ def export(state, words):
 @dot_command(".open", "FILE [--read-only]", "work on another database file (created unless --read-only)",
              complete=PATHS, attaches=True)
 def open_database(state, words):
-    from warehouse.connection import prepare_session
+    from ctda_sql.core.connection import prepare_session
 
     _expect(words, 2, ".open FILE [--read-only]", least=1)
     read_only = words[1:] == ["--read-only"]

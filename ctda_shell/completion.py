@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 
-from warehouse.options import ANALYZE_METHODS, ANALYZE_OPTIONS
+from ctda_sql.cli.options import ANALYZE_METHODS, ANALYZE_OPTIONS
 
-from . import commands
-from .catalog import Catalog
+from ctda_sql.shell import commands
+from ctda_sql.shell.catalog import Catalog
 
 _WORD = re.compile(r"[\w$]*$")
 _DOTTED = re.compile(r"(\w+)\.(\w*)$")

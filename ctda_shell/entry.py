@@ -7,18 +7,18 @@ import sys
 
 
 def _run_shell(args) -> int:
-    from .app import run_shell
+    from ctda_sql.shell.app import run_shell
 
     return run_shell(args)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from warehouse.signals import sigint_deferred
+    from ctda_sql.core.signals import sigint_deferred
 
     try:
         with sigint_deferred():  # Ctrl-C inside DuckDB's import would end in an ImportError
-            from warehouse.cli import main as cli_main
-            from warehouse.transaction import interrupted_message
+            from ctda_sql.cli.main import main as cli_main
+            from ctda_sql.core.transaction import interrupted_message
     except KeyboardInterrupt:
         print("interrupted; the database is unchanged", file=sys.stderr)
         return 130
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     # `ctda-sql shell --help` lists the dot commands from the same registry as `.help`; other
     # commands skip importing the shell (a report should open as fast as DuckDB allows)
     if "shell" in (sys.argv[1:] if argv is None else argv):
-        from .commands import help_text
+        from ctda_sql.shell.commands import help_text
 
         _run_shell.help_text = help_text()
     try:

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import duckdb
 
-from warehouse.errors import CtdaError, first_line, position_lines
+from ctda_sql.core.errors import CtdaError, first_line, position_lines
 
-from .state import ShellState
+from ctda_sql.shell.state import ShellState
 
 READ_ONLY_MESSAGE = "the database is open read-only"
 
@@ -21,7 +21,7 @@ class QueryCancelled(Exception):
 def run_sql(state: ShellState, text: str, show: Callable[[duckdb.DuckDBPyConnection], None]) -> None:
     """Run every statement of `text` (in the session's dialect) in turn, `show`ing each one's
     cursor while it can still be interrupted; the first failing statement raises."""
-    from warehouse.dialect import to_duckdb, warehouse_column_types  # sqlglot: only when SQL runs
+    from ctda_sql.core.dialect import to_duckdb, warehouse_column_types  # sqlglot: only when SQL runs
 
     column_types = warehouse_column_types(state.con) if state.dialect != "duckdb" else None
     sql = to_duckdb(text, state.dialect, column_types)

@@ -10,8 +10,8 @@ from typing import TextIO
 
 import duckdb
 
-from warehouse.connection import attached
-from warehouse.output import DEFAULT_TABLE_ROWS
+from ctda_sql.core.connection import attached
+from ctda_sql.cli.output import DEFAULT_TABLE_ROWS
 
 
 @dataclass

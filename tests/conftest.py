@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ctda_shell.entry import main as cli_main
-from warehouse.connection import connect
-from warehouse.tracebuilder import TraceBuilder
+from ctda_sql.shell.entry import main as cli_main
+from ctda_sql.core.connection import connect
+from ctda_sql.tracebuilder import TraceBuilder
 
 DATA = Path(__file__).parent / "data"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from warehouse.analyze import AnalysisSettings, analyze
-from warehouse.connection import connect
-from warehouse.ingest import ingest
-from warehouse.tracebuilder import TraceBuilder
+from ctda_sql.engine.analyze import AnalysisSettings, analyze
+from ctda_sql.core.connection import connect
+from ctda_sql.ingest.load import ingest
+from ctda_sql.tracebuilder import TraceBuilder
 
 
 def analyzed(builder: TraceBuilder, folder: Path, settings: AnalysisSettings = AnalysisSettings()):
@@ -45,7 +45,7 @@ def cpcr(con, method: str) -> float:
 
 def remainder(con, step: int | None = None, method: str = "ctda") -> dict:
     """The cpcr report's row of `step` (the first row when None) for `method`, by column."""
-    from warehouse.reports import find_report, run_report
+    from ctda_sql.engine.reports import find_report, run_report
 
     cursor = run_report(con, find_report("cpcr"), {"method": method, **({"step": str(step)} if step else {})})
     columns = [d[0] for d in cursor.description]

@@ -127,7 +127,7 @@ JOIN device AS other ON other.run_id = p.run_id AND other.rank = p.rank AND othe
 def hotspots_kept(con, fixed_gaps_us=(15.0, 100.0)) -> dict[str, dict[float, int]]:
     """Runs whose top-10 hotspots keep fewer than 8 names (or all, when fewer) between the
     default analysis and one with each fixed hand-off tolerance; the default is restored."""
-    from warehouse.analyze import AnalysisSettings, analyze
+    from ctda_sql.engine.analyze import AnalysisSettings, analyze
 
     default = top_names(con)
     unstable: dict[str, dict[float, int]] = {}
@@ -154,7 +154,7 @@ def top_names(con, top: int = 10, method: str = "ctda") -> dict[str, list[str]]:
 
 def create_cpcr_rows(con) -> None:
     """The cpcr report's rows for every window, as the temp table cpcr_rows."""
-    from warehouse.reports import find_report
+    from ctda_sql.engine.reports import find_report
 
     report = find_report("cpcr")
     con.execute("CREATE OR REPLACE TEMP TABLE cpcr_rows AS " + report.sql.rstrip().rstrip(";"),

@@ -6,7 +6,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from warehouse.tracebuilder import TraceBuilder
+from ctda_sql.tracebuilder import TraceBuilder
 
 
 def write_trace(folder: Path, name: str = "train", rank: int = 0, world_size: int = 1) -> Path:
@@ -23,4 +23,4 @@ def write_trace(folder: Path, name: str = "train", rank: int = 0, world_size: in
 def ctda_command() -> list[str]:
     """How to start ctda-sql in a subprocess: the installed script, else the module."""
     executable = shutil.which("ctda-sql")
-    return [executable] if executable else [sys.executable, "-m", "ctda_shell.entry"]
+    return [executable] if executable else [sys.executable, "-m", "ctda_sql.shell.entry"]

@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 
 from test_engine_figures import figure1_trace
-from warehouse import Warehouse
-from warehouse.errors import CtdaError
+from ctda_sql import Warehouse
+from ctda_sql.core.errors import CtdaError
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_a_borrowed_connection_stays_open(tmp_path):
 
 
 def test_whatif_predicts_from_the_api_and_persists_the_scenario(tmp_path):
-    from warehouse.tracebuilder import TraceBuilder
+    from ctda_sql.tracebuilder import TraceBuilder
 
     b = TraceBuilder(rank=0)
     main = b.thread(100, "pt_main_thread")

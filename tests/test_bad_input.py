@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from warehouse.tracebuilder import TraceBuilder
+from ctda_sql.tracebuilder import TraceBuilder
 
 # ---- helpers ----------------------------------------------------------------------------
 
@@ -197,9 +197,9 @@ def test_batch_failing_while_loading_second_file_loads_nothing(tmp_path, db_path
 
 
 def test_ctrl_c_on_second_file_exits_130_and_leaves_db_unchanged(tmp_path, run_cli, db_path, populated, monkeypatch):
-    import warehouse.ingest
+    import ctda_sql.ingest.load
 
-    original = warehouse.ingest._insert_trace_row
+    original = ctda_sql.ingest.load._insert_trace_row
     calls = []
 
     def interrupt_on_second(*args, **kwargs):
@@ -208,7 +208,7 @@ def test_ctrl_c_on_second_file_exits_130_and_leaves_db_unchanged(tmp_path, run_c
             raise KeyboardInterrupt
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(warehouse.ingest, "_insert_trace_row", interrupt_on_second)
+    monkeypatch.setattr(ctda_sql.ingest.load, "_insert_trace_row", interrupt_on_second)
     files = [str(good_trace(tmp_path / f"rank-{r}.json", rank=r, shift=r)) for r in (0, 1)]
     result = run_cli("ingest", *files, "--run", "interrupted")
     assert result.code == 130
@@ -295,12 +295,12 @@ def test_meta_key_differing_only_in_case_is_refused_and_later_ingests_work(
 
 def test_a_step_failing_after_the_events_are_written_leaves_no_run(tmp_path, run_cli, db_path, populated, monkeypatch):
     """Refreshing run_meta is the last step of ingest: it is inside the transaction too."""
-    import warehouse.ingest
+    import ctda_sql.ingest.load
 
     def fail(con):
         raise duckdb.InvalidInputException("refresh failed")
 
-    monkeypatch.setattr(warehouse.ingest, "refresh_run_meta", fail)
+    monkeypatch.setattr(ctda_sql.ingest.load, "refresh_run_meta", fail)
     result = run_cli("ingest", str(good_trace(tmp_path / "new.json", shift=5)), "--run", "late")
     assert_clean_failure(result.code, result.out, result.err, "refresh failed")
     assert snapshot(db_path) == populated
@@ -335,9 +335,9 @@ def test_unreadable_file_is_one_line(tmp_path, run_cli, db_path, populated, monk
 def test_a_failure_inside_the_insert_names_its_own_cause(tmp_path, run_cli, db_path, populated, monkeypatch):
     """Cleanup after a failed statement used to fail too ("Current transaction is aborted")
     and hid the statement's own error."""
-    import warehouse.ingest
+    import ctda_sql.ingest.load
 
-    monkeypatch.setattr(warehouse.ingest, "_events_sql",
+    monkeypatch.setattr(ctda_sql.ingest.load, "_events_sql",
                         lambda: "SELECT error('the real cause' || $run_id || $origin_ts)")
     result = run_cli("ingest", str(good_trace(tmp_path / "new.json", shift=5)))
     assert_clean_failure(result.code, result.out, result.err, "the real cause")

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from shell_helpers import ctda_command, write_trace
-from warehouse.connection import connect
+from ctda_sql.core.connection import connect
 
 
 @pytest.fixture
@@ -185,7 +185,7 @@ def test_progress_bars_stay_off_when_stderr_is_not_a_terminal(tmp_path):
 
 
 def _ranks(folder, step_us: tuple[int, ...]):
-    from warehouse.tracebuilder import TraceBuilder
+    from ctda_sql.tracebuilder import TraceBuilder
 
     folder.mkdir()
     for rank, dur in enumerate(step_us):

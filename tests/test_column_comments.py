@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from warehouse.connection import PUBLIC_TABLES, connect, undescribed_columns
-from warehouse.experiments import load_experiments
+from ctda_sql.core.connection import PUBLIC_TABLES, connect, undescribed_columns
+from ctda_sql.ingest.experiments import load_experiments
 
 # `meta load` re-creates experiments with the user's columns (no comments): left out of
 # PUBLIC_TABLES, so its table and key column are checked on a fresh warehouse only.

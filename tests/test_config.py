@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ctda_shell.app import open_state
-from ctda_shell.entry import main
-from warehouse.connection import connect
+from ctda_sql.shell.app import open_state
+from ctda_sql.shell.entry import main
+from ctda_sql.core.connection import connect
 
 
 @pytest.fixture
@@ -19,13 +19,13 @@ def settings(tmp_path, monkeypatch):
 
     def write(text: str):
         path.write_text(text)
-        from warehouse import config
+        from ctda_sql.core import config
 
         config._load.cache_clear()
         return path
 
     yield write
-    from warehouse import config
+    from ctda_sql.core import config
 
     config._load.cache_clear()
 

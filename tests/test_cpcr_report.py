@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from engine_helpers import analyzed
-from warehouse.reports import find_report, run_report
-from warehouse.tracebuilder import TraceBuilder
+from ctda_sql.engine.reports import find_report, run_report
+from ctda_sql.tracebuilder import TraceBuilder
 
 
 def one_rank_trace() -> TraceBuilder:

@@ -70,7 +70,7 @@ def test_demo_twice_on_one_db_skips_the_reload_and_still_summarises(demo_cli, db
 
 
 def test_demo_without_db_uses_a_temporary_database(tmp_path, monkeypatch):
-    from ctda_shell.entry import main
+    from ctda_sql.shell.entry import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CTDA_DB", raising=False)

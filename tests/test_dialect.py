@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from warehouse.dialect import to_duckdb
-from warehouse.errors import CtdaError
-from warehouse.tracebuilder import TraceBuilder
+from ctda_sql.core.dialect import to_duckdb
+from ctda_sql.core.errors import CtdaError
+from ctda_sql.tracebuilder import TraceBuilder
 
 STEPS = {"steps": {"step": "BIGINT", "dur_us": "DOUBLE"}}
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ctda_shell.commands import REGISTRY
-from warehouse.reports import bundled_reports
+from ctda_sql.shell.commands import REGISTRY
+from ctda_sql.engine.reports import bundled_reports
 
 ROOT = Path(__file__).resolve().parent.parent
 SHELL_DOC = (ROOT / "docs" / "shell.md").read_text(encoding="utf-8")
@@ -20,7 +20,7 @@ def shell_help():
     import contextlib
     import io
 
-    from ctda_shell.entry import main
+    from ctda_sql.shell.entry import main
 
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer), pytest.raises(SystemExit):
@@ -76,14 +76,14 @@ def test_every_documented_dot_command_exists():
 
 
 def test_the_shell_doc_table_is_generated_from_the_registry():
-    from ctda_shell.docs import with_generated_table
+    from ctda_sql.shell.docs import with_generated_table
 
-    assert with_generated_table(SHELL_DOC) == SHELL_DOC, "run `python -m ctda_shell.docs` and commit docs/shell.md"
+    assert with_generated_table(SHELL_DOC) == SHELL_DOC, "run `python -m ctda_sql.shell.docs` and commit docs/shell.md"
 
 
 @pytest.mark.parametrize("subcommand, dot", [("ingest", ".ingest"), ("analyze", ".analyze")])
 def test_cli_subcommands_and_dot_commands_share_their_options(subcommand, dot):
-    from warehouse.cli import build_parser
+    from ctda_sql.cli.main import build_parser
 
     parser = build_parser()._subparsers._group_actions[0].choices[subcommand]
     cli_flags = {flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")}

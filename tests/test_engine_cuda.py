@@ -13,10 +13,10 @@ import pytest
 
 from invariants import (BLOCKING_SHARE_SQL, MISSED_HANDOFF_SQL, broken_invariants, create_cpcr_rows, hotspots_kept,
                         top_names)
-from warehouse.analyze import analyze
-from warehouse.connection import connect
-from warehouse.ingest import ingest
-from warehouse.whatif import whatif
+from ctda_sql.engine.analyze import analyze
+from ctda_sql.core.connection import connect
+from ctda_sql.ingest.load import ingest
+from ctda_sql.whatif.replay import whatif
 
 CUDA_TRACES = Path(__file__).parent / "data" / "cuda"
 GPU_BOUND = ("item_sync_big", "ddp_nccl_big", "cuda_graph")

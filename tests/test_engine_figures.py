@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engine_helpers import analyzed, cpcr, path_event_names, path_labels
-from warehouse.analyze import AnalysisSettings
-from warehouse.tracebuilder import TraceBuilder
+from ctda_sql.engine.analyze import AnalysisSettings
+from ctda_sql.tracebuilder import TraceBuilder
 
 
 def figure1_trace() -> TraceBuilder:

@@ -7,9 +7,9 @@ import pytest
 
 from invariants import (BLOCKING_SHARE_SQL, DEVICE_WITHOUT_NODES_SQL, MISSED_HANDOFF_SQL, broken_invariants,
                         create_cpcr_rows, hotspots_kept)
-from warehouse.analyze import analyze
-from warehouse.connection import connect
-from warehouse.ingest import ingest
+from ctda_sql.engine.analyze import analyze
+from ctda_sql.core.connection import connect
+from ctda_sql.ingest.load import ingest
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import pytest
 
 from test_engine_figures import figure1_trace
 from test_export_overlay import assert_one_error_line, ingest_fig, two_rank_folder
-from warehouse import Warehouse
-from warehouse.chromium import find_chromium, render
+from ctda_sql import Warehouse
+from ctda_sql.export.chromium import find_chromium, render
 
 CHART_DIV = re.compile(r'<div id="chart-(\d+)"')
 

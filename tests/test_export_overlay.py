@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from test_engine_figures import figure1_trace
-from warehouse import Warehouse
+from ctda_sql import Warehouse
 
 
 def two_rank_folder(folder: Path) -> Path:
@@ -303,9 +303,9 @@ def test_an_output_that_cannot_be_written_gets_one_error_line(run_cli, tmp_path,
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     if kind == "overlay":
-        monkeypatch.setattr("warehouse.export._write_events", full_disk)
+        monkeypatch.setattr("ctda_sql.export.overlay._write_events", full_disk)
     else:
-        monkeypatch.setattr("warehouse.report_html._write_page", full_disk)
+        monkeypatch.setattr("ctda_sql.export.html._write_page", full_disk)
     assert_one_error_line(run_cli("export", kind, "--run", "fig", "-o", str(good)), "No space left on device")
     assert good.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp file left

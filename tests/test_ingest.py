@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from warehouse.tracebuilder import TraceBuilder
+from ctda_sql.tracebuilder import TraceBuilder
 
 
 def fetch(db_path: Path, sql: str, params: list | None = None) -> list[tuple]:
@@ -134,12 +134,12 @@ def _parse_folders() -> set[Path]:
 def test_ranks_parsed_in_worker_processes_land_as_when_parsed_in_process(tmp_path, run_cli, monkeypatch):
     """Big batches are parsed by a process pool whose workers spill each file's events to an
     Arrow file; the rows must be the ones the in-process parse gives, and nothing is left."""
-    import warehouse.ingest
+    import ctda_sql.ingest.load
 
     folder = _rank_folder(tmp_path / "job", ranks=3)
     before = _parse_folders()
     assert run_cli("ingest", str(folder), db=tmp_path / "in_process.duckdb").code == 0
-    monkeypatch.setattr(warehouse.ingest, "_POOL_MIN_JSON_BYTES", 0)
+    monkeypatch.setattr(ctda_sql.ingest.load, "_POOL_MIN_JSON_BYTES", 0)
     result = run_cli("ingest", str(folder), db=tmp_path / "pool.duckdb")
     assert result.code == 0, result.err
     query = "SELECT * EXCLUDE (run_id) FROM events ORDER BY rank, event_id"
@@ -150,12 +150,12 @@ def test_ranks_parsed_in_worker_processes_land_as_when_parsed_in_process(tmp_pat
 
 
 def test_a_bad_rank_parsed_in_a_worker_leaves_no_spilled_events(tmp_path, run_cli, db_path, monkeypatch):
-    import warehouse.ingest
+    import ctda_sql.ingest.load
 
     folder = _rank_folder(tmp_path / "job", ranks=2)
     (folder / "rank-2.json").write_text('{"traceEvents": [{"name": "x", "ph": "X"')
     before = _parse_folders()
-    monkeypatch.setattr(warehouse.ingest, "_POOL_MIN_JSON_BYTES", 0)
+    monkeypatch.setattr(ctda_sql.ingest.load, "_POOL_MIN_JSON_BYTES", 0)
     result = run_cli("ingest", str(folder))
     assert result.code != 0 and "rank-2.json" in result.err
     assert _parse_folders() == before
@@ -167,29 +167,29 @@ def test_a_batch_holds_one_files_events_in_memory_at_a_time(tmp_path, monkeypatc
     registered in the transaction held every file's table until the commit: 1.9 GB of
     mapped events at 16 ranks x 480k); the rows after a file's last whole row group wait as
     a copy, not as the file."""
-    import warehouse.ingest
-    from warehouse.connection import connect
-    from warehouse.traceio import parse_folder
+    import ctda_sql.ingest.load
+    from ctda_sql.core.connection import connect
+    from ctda_sql.ingest.traceio import parse_folder
 
     folder = tmp_path / "job"
     folder.mkdir()
     for rank in range(3):
         _write_many_events(folder / f"rank-{rank}.json", 130_000)  # a row group and a bit
-    monkeypatch.setattr(warehouse.ingest, "_POOL_MIN_JSON_BYTES", 0)
+    monkeypatch.setattr(ctda_sql.ingest.load, "_POOL_MIN_JSON_BYTES", 0)
     with parse_folder() as spill:
-        parsed = warehouse.ingest.parse_files(sorted(folder.iterdir()), False, Path(spill))
+        parsed = ctda_sql.ingest.load.parse_files(sorted(folder.iterdir()), False, Path(spill))
         assert [t.events for t in parsed] == [None] * 3  # on disk, not in memory
 
         def mapped_spill_files() -> int:
             return sum(spill in line for line in Path("/proc/self/maps").read_text().splitlines())
 
-        held, real_insert = [], warehouse.ingest._insert_rows
-        monkeypatch.setattr(warehouse.ingest, "_insert_rows",
+        held, real_insert = [], ctda_sql.ingest.load._insert_rows
+        monkeypatch.setattr(ctda_sql.ingest.load, "_insert_rows",
                             lambda con, rows, params: held.append(mapped_spill_files()) or real_insert(con, rows, params))
         con = connect(tmp_path / "batch.duckdb")
         con.execute("BEGIN")
-        run_id = warehouse.ingest._get_or_create_run(con, "batch", {}, parsed)
-        warehouse.ingest.insert_events(con, parsed, run_id)
+        run_id = ctda_sql.ingest.load._get_or_create_run(con, "batch", {}, parsed)
+        ctda_sql.ingest.load.insert_events(con, parsed, run_id)
         # a whole row group of each file (after the previous file's left-over rows) while that
         # file alone is mapped, then the batch's left-over rows
         assert held == [1, 1, 1, 0]
@@ -234,9 +234,9 @@ def test_a_parallel_insert_keeps_file_order_in_whole_row_groups(tmp_path):
     """Events go in on every thread, yet in file order and in full row groups: a part-filled
     row group per thread or per file is rewritten by the next checkpoint, which left 40% of a
     16-rank database free, and scans give each file's order."""
-    from warehouse.connection import connect
-    from warehouse.ingest import ingest
-    from warehouse.traceio import DUCKDB_ROW_GROUP_ROWS
+    from ctda_sql.core.connection import connect
+    from ctda_sql.ingest.load import ingest
+    from ctda_sql.ingest.traceio import DUCKDB_ROW_GROUP_ROWS
 
     folder = tmp_path / "job"
     folder.mkdir()
@@ -262,9 +262,9 @@ def test_the_events_insert_has_an_order_keeping_parallel_plan(tmp_path):
     """DuckDB inserts in parallel and in order only through its batch insert, which any step
     of the plan that does not keep order rules out: an IN list of five or more names (as in
     is_device_category) is planned as a MARK join and made the insert an unordered one."""
-    from warehouse.connection import connect
-    from warehouse.ingest import _events_sql, with_file_columns
-    from warehouse.traceio import read_trace
+    from ctda_sql.core.connection import connect
+    from ctda_sql.ingest.load import _events_sql, with_file_columns
+    from ctda_sql.ingest.traceio import read_trace
 
     trace = read_trace(every_kind_trace(TraceBuilder(rank=0)).write(tmp_path / "rank-0.json"))
     con = connect(tmp_path / "plan.duckdb")
@@ -278,7 +278,7 @@ def test_the_events_insert_has_an_order_keeping_parallel_plan(tmp_path):
 def test_events_are_regrouped_into_row_group_batches_without_change():
     import pyarrow as pa
 
-    from warehouse.traceio import DUCKDB_ROW_GROUP_ROWS, in_row_group_batches
+    from ctda_sql.ingest.traceio import DUCKDB_ROW_GROUP_ROWS, in_row_group_batches
 
     rows = 2 * DUCKDB_ROW_GROUP_ROWS + 5
     table = pa.table({"event_id": pa.array(range(rows), pa.int64())}).to_batches(max_chunksize=100_000)
@@ -291,8 +291,8 @@ def test_events_are_regrouped_into_row_group_batches_without_change():
 def test_no_room_to_stage_parsed_events_is_one_clear_error(tmp_path):
     """A worker that cannot write its spill file (full or missing temp folder) raises the
     user's error, not an OSError traceback."""
-    from warehouse.errors import CtdaError
-    from warehouse.traceio import read_trace
+    from ctda_sql.core.errors import CtdaError
+    from ctda_sql.ingest.traceio import read_trace
 
     trace = read_trace(every_kind_trace(TraceBuilder(rank=0)).write(tmp_path / "rank-0.json"))
     with pytest.raises(CtdaError, match="cannot stage its parsed events in .*set TMPDIR"):
@@ -471,7 +471,7 @@ def _many_events_trace(path: Path, count: int, bad_at: int | None = None) -> Pat
 @pytest.fixture
 def small_parts(monkeypatch):
     """Split arrays of any size into parts of 1,000 events (the real minimum is a row group)."""
-    import warehouse.traceio as traceio
+    import ctda_sql.ingest.traceio as traceio
 
     monkeypatch.setattr(traceio, "_SPLIT_MIN_BYTES", 0)
     monkeypatch.setattr(traceio, "_PART_MIN_EVENTS", 1_000)
@@ -501,7 +501,7 @@ def test_the_parts_are_consecutive_slices_of_the_array(tmp_path, small_parts):
 
 
 def test_a_bad_event_in_a_later_part_gives_the_whole_arrays_message(tmp_path, small_parts):
-    from warehouse.errors import BadTraceError
+    from ctda_sql.core.errors import BadTraceError
 
     trace = _many_events_trace(tmp_path / "bad.json", 3_500, bad_at=2_600)
     messages = []

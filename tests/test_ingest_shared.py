@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from warehouse.connection import connect
-from warehouse.ingest import default_run_name, ingest
+from ctda_sql.core.connection import connect
+from ctda_sql.ingest.load import default_run_name, ingest
 
 _FOLDER = Path(os.environ.get("CTDA_TRACES", "/nonexistent"))
 # collected when the tier is on; with no files the parametrized tests skip (no traces to check)

@@ -14,9 +14,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import warehouse.transaction
-from warehouse.tracebuilder import TraceBuilder
-from warehouse.transaction import Interrupted, transaction
+import ctda_sql.core.transaction
+from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.core.transaction import Interrupted, transaction
 
 from test_bad_input import console_script
 
@@ -152,7 +152,7 @@ def _commit_then_ctrl_c(con):
 
 
 def test_ctrl_c_just_after_commit_of_ingest_keeps_the_run(tmp_path, run_cli, db_path, monkeypatch):
-    monkeypatch.setattr(warehouse.transaction, "_commit", _commit_then_ctrl_c)
+    monkeypatch.setattr(ctda_sql.core.transaction, "_commit", _commit_then_ctrl_c)
     result = run_cli("ingest", "-q", str(busy_trace(tmp_path / "t.json", steps=2, ops=4)), "--run", "kept")
     assert result.code == 130
     assert result.err.strip() == "interrupted after the work was saved"
@@ -162,7 +162,7 @@ def test_ctrl_c_just_after_commit_of_ingest_keeps_the_run(tmp_path, run_cli, db_
 
 def test_ctrl_c_just_after_commit_of_analyze_keeps_the_paths(tmp_path, run_cli, db_path, monkeypatch):
     assert run_cli("ingest", "-q", str(busy_trace(tmp_path / "t.json", steps=2, ops=4))).code == 0
-    monkeypatch.setattr(warehouse.transaction, "_commit", _commit_then_ctrl_c)
+    monkeypatch.setattr(ctda_sql.core.transaction, "_commit", _commit_then_ctrl_c)
     result = run_cli("analyze", "-q")
     assert (result.code, result.err.strip()) == (130, "interrupted after the work was saved")
     with duckdb.connect(str(db_path), read_only=True) as con:
@@ -196,7 +196,7 @@ def test_a_failure_that_is_not_ctrl_c_is_re_raised_after_rollback():
 def test_ctrl_c_that_duckdb_wrapped_in_an_error_of_its_own_is_an_interruption(tmp_path, run_cli, db_path, monkeypatch):
     """DuckDB turns a Ctrl-C inside a Python callback (reading a registered Arrow table) into
     'Invalid Input Error: ... failed: KeyboardInterrupt'; it still ends in the one line."""
-    import warehouse.traceio
+    import ctda_sql.ingest.traceio
 
     def check_events_interrupted(*args):
         try:
@@ -205,7 +205,7 @@ def test_ctrl_c_that_duckdb_wrapped_in_an_error_of_its_own_is_an_interruption(tm
             raise duckdb.InvalidInputException("reading the schema of the object registered as "
                                                "'events' failed: KeyboardInterrupt:") from None
 
-    monkeypatch.setattr(warehouse.traceio, "_check_events", check_events_interrupted)
+    monkeypatch.setattr(ctda_sql.ingest.traceio, "_check_events", check_events_interrupted)
     result = run_cli("ingest", "-q", str(busy_trace(tmp_path / "t.json", steps=2, ops=4)))
     assert (result.code, result.err.strip()) == (130, "interrupted; the database is unchanged")
     assert not db_path.exists()

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from test_sql_files import training_trace
-from warehouse import lake as lakemod
+from ctda_sql.lake import store as lakemod
+from ctda_sql.lake.views import open_lake
 
 distributed = pytest.importorskip("distributed")
 
@@ -214,7 +215,7 @@ def test_a_lake_under_a_folder_named_like_its_partitions_is_refused(lake_cli, tm
 def test_rank_filter_prunes_partitions(lake_cli, tmp_path):
     lake = tmp_path / "lake"
     assert lake_cli("ingest", "-q", str(_two_rank_folder(tmp_path / "small")), "--lake", str(lake)).code == 0
-    con = lakemod.open_lake(lake)
+    con = open_lake(lake)
     try:
         plan = "\n".join(row[1] for row in con.execute(
             "EXPLAIN ANALYZE SELECT count(*) FROM events WHERE rank = 1").fetchall())
@@ -262,7 +263,8 @@ def test_reingest_skips_and_replace_reloads(lake_cli, tmp_path):
 def test_failed_task_leaves_no_partial_partition_and_rerun_resumes(lake_cli, tmp_path, monkeypatch):
     """A task that dies while publishing (after events, before traces) leaves whole partitions
     only, and that rank counts as not ingested: re-running loads it and nothing else."""
-    from warehouse import lake_run, lake_tasks
+    from ctda_sql.lake import run as lake_run
+    from ctda_sql.lake import tasks as lake_tasks
 
     folder, lake = _two_rank_folder(tmp_path / "small"), tmp_path / "lake"
     reference = tmp_path / "reference"
@@ -313,7 +315,7 @@ def test_parsed_events_wait_on_disk_and_are_gone_after_the_write(lake_cli, tmp_p
     """A parse task leaves its events in LAKE/_tmp and returns only their path (the batch's
     parsed tables no longer have to fit in worker memory, nor travel between workers); the
     write task maps them for its insert and removes them."""
-    from warehouse import lake_tasks
+    from ctda_sql.lake import tasks as lake_tasks
 
     folder, lake = _two_rank_folder(tmp_path / "small"), tmp_path / "lake"
     lake.mkdir()
@@ -429,8 +431,8 @@ def test_recorded_gloo_run_matches_the_database_across_ranks(lake_cli, tmp_path)
 def test_the_engine_reads_no_event_column_the_lake_leaves_out():
     """An analyze task does not load these event columns; an engine stage that starts reading
     one must take it off the list, or the lake would analyse NULLs the database does not."""
-    from warehouse import sqlfiles
-    from warehouse.lake_tasks import ENGINE_UNREAD_EVENT_COLUMNS
+    from ctda_sql.core import sqlfiles
+    from ctda_sql.lake.tasks import ENGINE_UNREAD_EVENT_COLUMNS
 
     for folder in ("analysis", "crossrank"):
         for name in sqlfiles.names(folder):
@@ -500,8 +502,8 @@ def test_storage_ratio_on_the_shared_traces(lake_cli, shared_traces, tmp_path):
 # ---- the shell and the Python API on a lake ----------------------------------------------------
 
 def test_the_shell_reads_a_lake_and_refuses_to_write_it(lake_cli, tmp_path):
-    from ctda_shell.app import open_lake_state
-    from ctda_shell.commands import run_dot_command
+    from ctda_sql.shell.app import open_lake_state
+    from ctda_sql.shell.commands import run_dot_command
 
     lake = tmp_path / "lake"
     assert lake_cli("ingest", "-q", str(_two_rank_folder(tmp_path / "small")), "--lake", str(lake)).code == 0
@@ -536,7 +538,7 @@ def test_the_shell_command_line_opens_a_lake(lake_cli, tmp_path):
 
 
 def test_the_python_api_ingests_analyses_and_reports_on_a_lake(cluster, tmp_path):
-    from warehouse import Warehouse
+    from ctda_sql import Warehouse
 
     folder = _two_rank_folder(tmp_path / "small")
     with Warehouse(lake=tmp_path / "lake", scheduler=cluster) as wh:
@@ -551,8 +553,8 @@ def test_the_python_api_ingests_analyses_and_reports_on_a_lake(cluster, tmp_path
 
 
 def test_the_python_api_refuses_workers_without_a_lake(tmp_path):
-    from warehouse import Warehouse
-    from warehouse.errors import CtdaError
+    from ctda_sql import Warehouse
+    from ctda_sql.core.errors import CtdaError
 
     with pytest.raises(CtdaError, match="need lake"):
         Warehouse(tmp_path / "w.duckdb", workers=2)
@@ -599,7 +601,7 @@ def test_a_partition_of_many_row_groups_reads_back_exactly(tmp_path):
 def test_a_lone_task_gets_every_core():
     """A run's cross-rank task runs alone once the per-rank tasks are done: its DuckDB gets all
     the cores, not a worker's share, while tasks that run side by side share them."""
-    from warehouse.lake_run import _threads_per_task
+    from ctda_sql.lake.cluster import _threads_per_task
 
     class TwoWorkers:
         def scheduler_info(self):
@@ -632,7 +634,7 @@ def test_an_analysis_replaces_the_previous_one_whole_on_a_lake(lake_cli, tmp_pat
 @pytest.fixture(scope="module")
 def ingested_lake(cluster, tmp_path_factory) -> Path:
     """A lake of run `two` (two ranks), ingested once; tests damage copies of it."""
-    from warehouse import Warehouse
+    from ctda_sql import Warehouse
 
     root = tmp_path_factory.mktemp("ingested")
     with Warehouse(lake=root / "lake", scheduler=cluster) as wh:

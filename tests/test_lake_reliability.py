@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from warehouse import lake_run
-from warehouse.api import Warehouse
-from warehouse.cli_lake import MAX_WORKERS_PER_CORE, max_workers
-from warehouse.errors import CtdaError
+from ctda_sql.lake import cluster as lake_cluster
+from ctda_sql.lake import store as lake_store
+from ctda_sql.api import Warehouse
+from ctda_sql.lake.workers import MAX_WORKERS_PER_CORE, max_workers
+from ctda_sql.core.errors import CtdaError
 
 from test_bad_input import console_script
 from test_interrupts import busy_trace
@@ -126,7 +127,7 @@ def test_a_scheduler_that_is_none_is_one_error_line_at_once(tmp_path, server, ad
 
 
 def test_a_port_that_accepts_and_stays_silent_times_out_in_one_line(run_cli, tmp_path, server, monkeypatch):
-    monkeypatch.setattr(lake_run, "SCHEDULER_TIMEOUT_S", 1.0)  # 20 s in use
+    monkeypatch.setattr(lake_cluster, "SCHEDULER_TIMEOUT_S", 1.0)  # 20 s in use
     address = f"tcp://127.0.0.1:{server(b'')}"
     started, outcome = time.monotonic(), {}
     command = threading.Thread(target=lambda: outcome.update(result=run_cli(
@@ -207,7 +208,7 @@ def test_ctrl_c_before_anything_is_written_leaves_no_lake_and_says_so(tmp_path, 
     lake = tmp_path / "lake"
     # while the workers start or the files are parsed: the lake folder exists, no rank is in
     done = _ctrl_c_when(["ingest", "-q", str(job), "--lake", str(lake), "--run", "job", "--workers", "1"],
-                        lambda: (lake / lake_run.lake.WRITER_LOCK).exists())
+                        lambda: (lake / lake_store.WRITER_LOCK).exists())
     assert interrupted_line(done) == "interrupted; the lake is unchanged"  # it said "the database"
     assert not lake.exists()
 

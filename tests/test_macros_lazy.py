@@ -5,9 +5,9 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from warehouse import sqlfiles
-from warehouse.connection import _MACRO_START, connect, macro_statements
-from warehouse.reports import bundled_reports, report_sql_run
+from ctda_sql.core import sqlfiles
+from ctda_sql.core.connection import _MACRO_START, connect, macro_statements
+from ctda_sql.engine.reports import bundled_reports, report_sql_run
 
 
 @pytest.mark.parametrize("name", sqlfiles.names("macros"))

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from warehouse import Warehouse
-from warehouse.output import write_cursor
-from warehouse.reports import bundled_reports, run_report
+from ctda_sql import Warehouse
+from ctda_sql.cli.output import write_cursor
+from ctda_sql.engine.reports import bundled_reports, run_report
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 UPDATE = os.environ.get("CTDA_UPDATE_SNAPSHOTS") == "1"
@@ -77,7 +77,7 @@ def test_report_table(demo_warehouse, name, width):
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_report_list(demo_warehouse, width):
-    from warehouse.output import render
+    from ctda_sql.cli.output import render
 
     listing = demo_warehouse.reports()
     out = io.StringIO(render(listing.columns, listing.fetchall(), "table", width) + "\n")
@@ -87,7 +87,7 @@ def test_report_list(demo_warehouse, width):
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_demo_tables(demo_warehouse, width, monkeypatch):
-    from warehouse import demo
+    from ctda_sql.cli import demo
 
     monkeypatch.setenv("COLUMNS", str(width))  # demo tables fit the terminal, or $COLUMNS in a pipe
     [(run_id,)] = demo_warehouse.sql("SELECT run_id FROM runs WHERE name = $n", {"n": RUN}).fetchall()

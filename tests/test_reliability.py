@@ -16,8 +16,8 @@ import pytest
 
 from test_bad_input import console_script
 from test_interrupts import busy_trace
-from warehouse.tracebuilder import TraceBuilder
-from warehouse.traceio import remove_abandoned_parse_folders
+from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.ingest.traceio import remove_abandoned_parse_folders
 
 EPOCH_NS = 1_700_000_000_000_000_000
 
@@ -208,7 +208,7 @@ def test_safe_report_from_a_user_folder_cannot_write_files(shared_warehouse, run
 
 @pytest.mark.parametrize("read_only", [True, False], ids=["read_only", "writable"])
 def test_safe_shell_refuses_files_but_reads_the_warehouse(shared_warehouse, db_path, read_only):
-    from ctda_shell.app import open_state
+    from ctda_sql.shell.app import open_state
 
     state = open_state(str(db_path), read_only=read_only, safe=True)
     try:
@@ -226,8 +226,8 @@ def test_safe_shell_refuses_files_but_reads_the_warehouse(shared_warehouse, db_p
 def test_a_safe_shell_still_ingests_and_analyzes(shared_warehouse, db_path):
     """--safe keeps SQL away from files; loading traces is a dot command, not SQL. Ingest's
     insert used to SET threads, which a --safe session's locked configuration refused."""
-    from ctda_shell.app import open_state
-    from ctda_shell.commands import run_dot_command
+    from ctda_sql.shell.app import open_state
+    from ctda_sql.shell.commands import run_dot_command
 
     second = busy_trace(shared_warehouse / "second.json", steps=3, ops=5)
     state = open_state(str(db_path), safe=True)
@@ -318,7 +318,7 @@ def test_a_rank_out_of_range_is_one_error_line(tmp_path, run_cli, db_path, rank,
 
 def test_a_safe_shell_reads_no_file_with_dot_read(shared_warehouse, db_path, tmp_path):
     """.read read any file and echoed its first line in the parse error (the password file)."""
-    from ctda_shell.app import open_state, run_and_show
+    from ctda_sql.shell.app import open_state, run_and_show
 
     secret = tmp_path / "secret.txt"
     secret.write_text("root:x:0:0:secret-line\n")
@@ -340,7 +340,7 @@ def test_a_history_file_that_is_a_folder_is_said_once_and_the_shell_works(shared
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
 
-    from ctda_shell.app import build_session, loop, open_state
+    from ctda_sql.shell.app import build_session, loop, open_state
 
     folder = tmp_path / "history_folder"
     folder.mkdir()
@@ -360,7 +360,7 @@ def test_a_history_file_that_is_a_folder_is_said_once_and_the_shell_works(shared
 
 def test_ctrl_c_during_dot_ingest_cancels_it_and_the_shell_goes_on(shared_warehouse, db_path, monkeypatch, capsys):
     """Ctrl-C during `.ingest` quit the shell (exit 130); during a query it only cancels it."""
-    from ctda_shell.app import open_state, run_and_show
+    from ctda_sql.shell.app import open_state, run_and_show
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -368,7 +368,7 @@ def test_ctrl_c_during_dot_ingest_cancels_it_and_the_shell_goes_on(shared_wareho
     second = busy_trace(shared_warehouse / "second.json", steps=2, ops=3)
     state = open_state(str(db_path))
     try:
-        monkeypatch.setattr("warehouse.ingest.ingest", interrupted)
+        monkeypatch.setattr("ctda_sql.ingest.load.ingest", interrupted)
         assert not run_and_show(state, f".ingest {second} --run second")
         monkeypatch.undo()
         assert run_and_show(state, "SELECT count(*) AS runs FROM runs;")

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from warehouse.errors import CtdaError
-from warehouse.reports import all_reports, find_report, parse_report
+from ctda_sql.core.errors import CtdaError
+from ctda_sql.engine.reports import all_reports, find_report, parse_report
 
 HEADER = """-- name: echo
 -- description: echoes its parameters
@@ -35,7 +35,7 @@ def user_reports(tmp_path):
 
 @pytest.fixture
 def empty_db(run_cli, db_path):
-    from warehouse.connection import connect
+    from ctda_sql.core.connection import connect
 
     connect(db_path).close()
     return db_path
@@ -152,7 +152,7 @@ def test_user_report_and_query_can_call_the_python_udfs(tmp_path, run_cli, empty
 def test_udfs_are_registered_only_when_named():
     import duckdb
 
-    from udfs import register_named_in
+    from ctda_sql.udfs import register_named_in
 
     con = duckdb.connect()
     assert register_named_in(con, "SELECT 1 AS fmt_used") == []

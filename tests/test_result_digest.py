@@ -36,10 +36,10 @@ from pathlib import Path
 
 import pytest
 
-from warehouse import sqlfiles
-from warehouse.analyze import AnalysisSettings, analyze
-from warehouse.connection import connect
-from warehouse.ingest import ingest
+from ctda_sql.core import sqlfiles
+from ctda_sql.engine.analyze import AnalysisSettings, analyze
+from ctda_sql.core.connection import connect
+from ctda_sql.ingest.load import ingest
 
 DATA = Path(__file__).parent / "data"
 OLD_STATEMENT = (DATA / "old_cp_segments.sql").read_text(encoding="utf-8")
@@ -153,7 +153,7 @@ def test_random_windows_keep_their_segments():
 def test_an_event_overlapping_its_parent_keeps_the_segments(tmp_path, overlap_at):
     """One step on one thread: 20 ops each holding a child, one child running past its
     parent's end (the shape of issue 32's slow production node)."""
-    from warehouse.tracebuilder import TraceBuilder
+    from ctda_sql.tracebuilder import TraceBuilder
 
     builder = TraceBuilder(rank=0)
     main = builder.thread(100, "pt_main_thread")
@@ -198,7 +198,7 @@ def framed_trace(rng: random.Random, steps: int = 3):
     (stream switches make nodes), some holding a blocking sync (wait-return nodes), and python
     frames on a coarse grid of instants: starting and ending on node bounds, of zero length,
     at one instant twice, spanning several nodes, outside every node."""
-    from warehouse.tracebuilder import TraceBuilder
+    from ctda_sql.tracebuilder import TraceBuilder
 
     builder = TraceBuilder(rank=0)
     main = builder.thread(100, "pt_main_thread")
@@ -247,7 +247,7 @@ OLD_WHATIF_EDGES = (DATA / "old_wi_edge_times.sql").read_text(encoding="utf-8")
 def assert_same_whatif_edges(con) -> int:
     """Replay every window (what-if's temp tables stay in the connection), run the old
     wi_edge_times statement beside the new one and compare; returns the edge count."""
-    from warehouse.whatif import whatif
+    from ctda_sql.whatif.replay import whatif
 
     whatif(con, persist=False)
     con.execute(OLD_WHATIF_EDGES)

@@ -10,8 +10,8 @@ import pytest
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from ctda_shell.app import build_session, input_complete, loop, open_state, run_and_show, split_input
-from ctda_shell.commands import REGISTRY
+from ctda_sql.shell.app import build_session, input_complete, loop, open_state, run_and_show, split_input
+from ctda_sql.shell.commands import REGISTRY
 from shell_helpers import write_trace
 
 ENTER, CTRL_C, CTRL_D = "\r", "\x03", "\x04"
@@ -99,9 +99,9 @@ def test_history_is_written_to_the_history_file(state, tmp_path):
 def test_ctrl_r_then_one_enter_runs_the_statement_found(state, capsys, monkeypatch, keys):
     """Issue 35 (Low): Enter after Ctrl-R only put the statement in the buffer; the DuckDB
     CLI and readline run it."""
-    from warehouse import config
+    from ctda_sql.core import config
 
-    monkeypatch.setattr("ctda_shell.app.load_config", lambda: config.Config(key_bindings=keys))
+    monkeypatch.setattr("ctda_sql.shell.app.load_config", lambda: config.Config(key_bindings=keys))
     drive(state, "SELECT 'needle' || 'found' AS hit;" + ENTER, "SELECT 'other' AS x;" + ENTER,
           "\x12needle", ENTER, "SELECT 'last' AS y;" + ENTER)
     out = capsys.readouterr().out
@@ -260,7 +260,7 @@ def test_tall_results_go_through_the_pager_on_a_terminal(state, monkeypatch):
     import pydoc
     import sys
 
-    from ctda_shell.app import write
+    from ctda_sql.shell.app import write
 
     paged = []
     monkeypatch.delenv("PAGER", raising=False)
@@ -279,7 +279,7 @@ def test_a_pager_that_cannot_run_still_shows_the_result_after_one_warning(state,
     shell's `not found`)."""
     import sys
 
-    from ctda_shell.app import write
+    from ctda_sql.shell.app import write
 
     monkeypatch.setenv("PAGER", pager)
     monkeypatch.delenv("MANPAGER", raising=False)
@@ -295,7 +295,7 @@ def test_a_pager_that_cannot_run_still_shows_the_result_after_one_warning(state,
 def test_a_pager_that_runs_gets_the_result(state, monkeypatch, tmp_path):
     import sys
 
-    from ctda_shell.app import write
+    from ctda_sql.shell.app import write
 
     seen = tmp_path / "paged.txt"
     monkeypatch.setenv("PAGER", f"cat > {seen}")

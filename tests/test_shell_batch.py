@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from shell_helpers import ctda_command
 
-from warehouse.connection import connect
+from ctda_sql.core.connection import connect
 
 
 def ctda(db, *words: str, stdin: str):

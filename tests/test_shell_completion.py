@@ -7,10 +7,10 @@ import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from ctda_shell.app import open_state
-from ctda_shell.catalog import Catalog
-from ctda_shell.completion import WarehouseCompleter
-from warehouse.tracebuilder import TraceBuilder
+from ctda_sql.shell.app import open_state
+from ctda_sql.shell.catalog import Catalog
+from ctda_sql.shell.completion import WarehouseCompleter
+from ctda_sql.tracebuilder import TraceBuilder
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def completer(tmp_path_factory):
         builder.cpu_op(main, "aten::relu", ts=10 + index * 10, dur=5)
     builder.cpu_op(main, "aten::reshape", ts=100, dur=5)
     builder.cpu_op(main, "Optimizer.step", ts=200, dur=5)
-    from warehouse.ingest import ingest
+    from ctda_sql.ingest.load import ingest
 
     state = open_state(str(folder / "c.duckdb"))
     with state.holding(write=True):

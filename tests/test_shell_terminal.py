@@ -26,7 +26,7 @@ def at_prompt(child, line: str | None) -> None:
 
 def spawn_shell(db, *words):
     executable = shutil.which("ctda-sql")
-    command, args = (executable, []) if executable else (sys.executable, ["-m", "ctda_shell.entry"])
+    command, args = (executable, []) if executable else (sys.executable, ["-m", "ctda_sql.shell.entry"])
     return pexpect.spawn(command, [*args, "--db", str(db), *words], encoding="utf-8",
                          timeout=30, dimensions=(40, 120))
 
@@ -47,7 +47,7 @@ def test_query_and_quit_in_a_real_terminal(tmp_path, terminal_env, words):
 
 def test_read_only_shell_refuses_writes(tmp_path, terminal_env):
     db = tmp_path / "t.duckdb"
-    from warehouse.connection import connect
+    from ctda_sql.core.connection import connect
 
     connect(db).close()
     child = spawn_shell(db, "shell", "--read-only")

@@ -14,8 +14,8 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from warehouse.reports import bundled_reports, run_report
-from warehouse.tracebuilder import TraceBuilder
+from ctda_sql.engine.reports import bundled_reports, run_report
+from ctda_sql.tracebuilder import TraceBuilder
 
 # Parameters whose default (NULL) the report refuses; values name the small warehouse's runs.
 REQUIRED_PARAMS = {"run_diff": {"run_a": "small", "run_b": "second"}}
@@ -32,8 +32,8 @@ _LEADING_COMMENTS = re.compile(r"\A(?:\s*--[^\n]*(?:\n|\Z))*\s*")
 
 def bundled_sql_files() -> list[str]:
     found = []
-    for package in ("sql", "queries"):
-        found += [f"{package}/{path}" for path in _sql_paths(resources.files(package), "")]
+    for folder, package in (("sql", "ctda_sql.sql"), ("queries", "ctda_sql.queries")):
+        found += [f"{folder}/{path}" for path in _sql_paths(resources.files(package), "")]
     return sorted(found)
 
 
@@ -94,9 +94,9 @@ def training_trace(rank: int, world_size: int, slow: float = 0.0, shift: float =
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory):
     """Runs `small` (two ranks) and `second`, analysed when the engine is importable."""
-    from warehouse.connection import connect
-    from warehouse.experiments import load_experiments, refresh_run_meta
-    from warehouse.ingest import ingest
+    from ctda_sql.core.connection import connect
+    from ctda_sql.ingest.experiments import load_experiments, refresh_run_meta
+    from ctda_sql.ingest.load import ingest
 
     folder = tmp_path_factory.mktemp("reports")
     con = connect(folder / "w.duckdb")
@@ -114,7 +114,7 @@ def warehouse(tmp_path_factory):
 
 def _analyse(con) -> bool:
     try:
-        from warehouse.analyze import analyze
+        from ctda_sql.engine.analyze import analyze
     except ImportError:
         return False
     analyze(con, show_progress=False)
@@ -158,7 +158,7 @@ def test_hotspots_by_experiment_joins_experiment_columns(warehouse):
 def test_hotspots_by_experiment_refuses_unknown_columns(warehouse):
     con, _ = warehouse
     report = bundled_reports()["hotspots_by_experiment"]
-    from warehouse.errors import CtdaError
+    from ctda_sql.core.errors import CtdaError
 
     # the project's own one line, without DuckDB's "Invalid Input Error: " prefix
     with pytest.raises(CtdaError, match="^unknown experiment column nosuch; known: batch, cluster, world_size$"):
@@ -166,10 +166,10 @@ def test_hotspots_by_experiment_refuses_unknown_columns(warehouse):
 
 
 @pytest.mark.parametrize("name", [f"{folder}/{name}" for folder in ("analysis", "crossrank", "whatif")
-                                  for name in __import__("warehouse.sqlfiles").sqlfiles.names(folder)])
+                                  for name in __import__("ctda_sql.core.sqlfiles").core.sqlfiles.names(folder)])
 def test_stage_files_split_as_duckdb_splits_them(name):
     """parameterized_statements splits by text; it must agree with DuckDB's parser."""
-    from warehouse import sqlfiles
+    from ctda_sql.core import sqlfiles
 
     text = sqlfiles.load(name)
     ours = sqlfiles.parameterized_statements(text)

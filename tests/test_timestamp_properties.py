@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from invariants import broken_invariants
 from test_engine_properties import StepSimulator, action
-from warehouse.analyze import analyze
-from warehouse.connection import connect
-from warehouse.errors import BadTraceError
-from warehouse.ingest import ingest
-from warehouse.reports import find_report, run_report
+from ctda_sql.engine.analyze import analyze
+from ctda_sql.core.connection import connect
+from ctda_sql.core.errors import BadTraceError
+from ctda_sql.ingest.load import ingest
+from ctda_sql.engine.reports import find_report, run_report
 
 EPOCH_US = Decimal(1_700_000_000_123_456)
 

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from ctda_shell.app import open_state
-from ctda_shell.commands import run_dot_command
-from warehouse.analyze import analyze
-from warehouse.connection import connect
-from warehouse.ingest import ingest
-from warehouse.tracebuilder import TraceBuilder
-from warehouse.whatif import Scale, Scenario, whatif
+from ctda_sql.shell.app import open_state
+from ctda_sql.shell.commands import run_dot_command
+from ctda_sql.engine.analyze import analyze
+from ctda_sql.core.connection import connect
+from ctda_sql.ingest.load import ingest
+from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.whatif.replay import Scale, Scenario, whatif
 
 
 def cpu_then_gpu_trace(folder):

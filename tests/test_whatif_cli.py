@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from test_crossrank import GLOO, analysed_db
-from warehouse import whatif as whatif_module
-from warehouse.cli_whatif import MAX_SWEEP_VALUES
-from warehouse.connection import connect
-from warehouse.whatif import Scenario, whatif
+from ctda_sql.whatif import replay as whatif_module
+from ctda_sql.cli.whatif import MAX_SWEEP_VALUES
+from ctda_sql.core.connection import connect
+from ctda_sql.whatif.replay import Scenario, whatif
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ def test_a_sweep_shows_progress_on_a_terminal(straggler_db, run_cli, monkeypatch
         def __exit__(self, *exc):
             return False
 
-    monkeypatch.setattr("warehouse.progress.progress_bar", Bar)
+    monkeypatch.setattr("ctda_sql.core.progress.progress_bar", Bar)
     result = run_cli("whatif", "--run", "straggler", "--sweep", "comm-bandwidth-scale=1,2,4", db=straggler_db)
     assert result.code == 0, result.err
     assert shown == [["whatif --sweep comm-bandwidth-scale", 3, True, 3]]
@@ -148,7 +148,7 @@ def test_a_world_of_one_rank_moves_no_bytes_on_the_gloo_run(straggler_db):
 
 def test_a_run_whose_only_step_has_no_nodes_replays_as_measured(tmp_path, run_cli):
     """Issue 35 #22: a step the engine drew no node for was an IndexError in _lengths."""
-    from warehouse.tracebuilder import TraceBuilder
+    from ctda_sql.tracebuilder import TraceBuilder
 
     builder = TraceBuilder(rank=0, world_size=1)
     builder.step(1, builder.thread(100, "pt_main_thread"), 0, 1_000)

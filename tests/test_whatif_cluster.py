@@ -1,5 +1,5 @@
 """`whatif --cluster`: a measured job projected onto a described cluster, its collectives
-simulated in SimGrid (warehouse/whatif_cluster.py, docs/whatif.md "Projecting onto a cluster").
+simulated in SimGrid (warehouse/whatif/cluster.py, docs/whatif.md "Projecting onto a cluster").
 
 Validation: with no contention on one path the simulation equals the analytic alpha-beta
 model; on a shared link it sees the contention the analytic model cannot; on gloo DDP runs
@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from warehouse.api import Warehouse
-from warehouse.errors import CtdaError
-from warehouse.whatif_cluster import (ClusterSpec, check_cluster, collective_times, load_cluster,
+from ctda_sql.api import Warehouse
+from ctda_sql.core.errors import CtdaError
+from ctda_sql.whatif.cluster import (ClusterSpec, check_cluster, collective_times, load_cluster,
                                       processor_sharing, simgrid_available)
 
 DATA = Path(__file__).parent / "data"

@@ -12,8 +12,8 @@ from statistics import median
 import pytest
 
 from test_crossrank import GLOO, LATE_US, analysed_db, job
-from warehouse.whatif import Scale, Scenario, whatif
-from warehouse.whatif_changes import parse_scale
+from ctda_sql.whatif.replay import Scale, Scenario, whatif
+from ctda_sql.whatif.changes import parse_scale
 
 NO_STALL = Scenario(scales=(Scale("slow_rank", 0.0, "user_annotation", (1,)),))
 
@@ -169,7 +169,7 @@ def test_a_replay_without_coupling_keeps_each_path_on_its_rank(gloo_db):
 def test_the_html_changes_show_only_nodes_that_changed(gloo_db):
     # removing rank 1's sleep (inside aten::randn) changes randn alone; NllLossBackward0 on the
     # measured path of rank 0 (it held the wait) showed -50 ms when the predicted path was cut
-    from warehouse import sqlfiles
+    from ctda_sql.core import sqlfiles
 
     stored_path(gloo_db, "straggler", NO_STALL, "html changes")
     run_id = gloo_db.execute("SELECT run_id FROM runs WHERE name = 'straggler'").fetchone()[0]

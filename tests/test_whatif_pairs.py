@@ -18,10 +18,10 @@ from typing import Callable
 import pytest
 
 from invariants import broken_invariants
-from warehouse.analyze import analyze
-from warehouse.connection import connect
-from warehouse.ingest import ingest
-from warehouse.whatif import Scale, Scenario, whatif
+from ctda_sql.engine.analyze import analyze
+from ctda_sql.core.connection import connect
+from ctda_sql.ingest.load import ingest
+from ctda_sql.whatif.replay import Scale, Scenario, whatif
 
 PAIRS = Path(__file__).parent / "data" / "whatif"
 REPETITIONS = (1, 2, 3)

@@ -25,7 +25,7 @@ import pytest
 
 from test_crossrank import analysed_db
 from test_crossrank_parallel import staged_pipeline_job
-from warehouse.whatif import Scale, Scenario, whatif
+from ctda_sql.whatif.replay import Scale, Scenario, whatif
 
 GLOO = Path(__file__).parent / "data" / "gloo"
 SLOW_US = 400.0

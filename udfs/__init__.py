@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import duckdb
 
-from .formatting import register as _register_formatting
+from ctda_sql.udfs.formatting import register as _register_formatting
 
 # UDF name -> what registers it. Registering any Python UDF makes DuckDB import numpy
 # (~0.15 s), so one-shot commands register only the UDFs their SQL names.

@@ -1,7 +1,7 @@
 """The Python API: one `Warehouse` object for notebooks and scripts; the CLI and the shell
 call the same methods.
 
-    from warehouse import Warehouse
+    from ctda_sql import Warehouse
     with Warehouse("ctda.duckdb") as wh:
         wh.ingest(["traces/job42/"], run="job42", meta={"batch_size": 64})
         wh.analyze(run="job42")
@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from .connection import connect, resolve_db_path
-from .errors import CtdaError, first_line
+from ctda_sql.core.connection import connect, resolve_db_path
+from ctda_sql.core.errors import CtdaError, first_line
 
 if TYPE_CHECKING:  # ingest imports pyarrow and numpy (~0.2 s): only commands that ingest pay it
-    from .ingest import IngestResult
+    from ctda_sql.ingest.load import IngestResult
 
 
 # ---- arguments: a wrong kind is one CtdaError naming the argument, not DuckDB's cast error ----
@@ -158,7 +158,7 @@ class Warehouse:
         open the database again without a word, holding its lock."""
         self._check_open()
         if self._con is None and self.lake is not None:
-            from .lake import open_lake
+            from ctda_sql.lake.views import open_lake
 
             self._con = open_lake(self.lake, for_sql=self._udfs_for, safe=self.safe, macros_for=self._macros_for)
         elif self._con is None:
@@ -199,7 +199,7 @@ class Warehouse:
     def ingest(self, paths, run: str | None = None, meta: dict | None = None,
                replace: bool = False, show_progress: bool = False) -> IngestResult:
         """Load trace files or folders of rank files as one run, all or nothing."""
-        from .ingest import collect_files, ingest
+        from ctda_sql.ingest.load import collect_files, ingest
 
         paths = _paths("paths", paths)
         run, meta = _text("run", run), _scalars("meta", meta)
@@ -218,7 +218,7 @@ class Warehouse:
                 show_progress: bool = False) -> str:
         """Build nodes, edges and critical_path for every step of every rank (of `run`);
         returns the summary (windows, nodes, mean CPCR per method)."""
-        from .analyze import AnalysisSettings, analyze
+        from ctda_sql.engine.analyze import AnalysisSettings, analyze
 
         run, method, window = _text("run", run), _text("method", method, optional=False), _text("window", window)
         wait_gap_us = _number("wait_gap_us", wait_gap_us)
@@ -235,7 +235,8 @@ class Warehouse:
 
     def _on_lake(self, command: str, *args, **kwargs):
         """Run a lake ingest or analyze on Dask; the session's views are re-made afterwards."""
-        from .lake_run import analyze_lake, dask_client, ingest_lake
+        from ctda_sql.lake.cluster import dask_client
+        from ctda_sql.lake.run import analyze_lake, ingest_lake
 
         if self.read_only:
             raise CtdaError("this Warehouse is read-only")
@@ -249,7 +250,7 @@ class Warehouse:
     def load_experiments(self, path: str | Path, key: str) -> int:
         """Load experiment metadata (csv, json, parquet) keyed by run name into `experiments`;
         returns the number of rows loaded."""
-        from .experiments import load_experiments
+        from ctda_sql.ingest.experiments import load_experiments
 
         path, key = _path("path", path), _text("key", key, optional=False)
         return load_experiments(self.con, path, key)
@@ -259,7 +260,7 @@ class Warehouse:
     def report(self, name: str, /, reports_dirs: list[str | Path] | None = None,
                **params) -> duckdb.DuckDBPyRelation:
         """A saved report (see `reports()`) with its parameters bound, as a relation."""
-        from .reports import find_report, report_relation
+        from ctda_sql.engine.reports import find_report, report_relation
 
         found = find_report(_text("name", name, optional=False), _folders(reports_dirs))
         for key, value in params.items():
@@ -268,7 +269,7 @@ class Warehouse:
 
     def reports(self, reports_dirs: list[str | Path] | None = None) -> duckdb.DuckDBPyRelation:
         """The saved reports: name, description, params."""
-        from .reports import all_reports
+        from ctda_sql.engine.reports import all_reports
 
         import pyarrow as pa
 
@@ -305,8 +306,8 @@ class Warehouse:
         {"kernel:*gemm*": 0.5} or {"rank1:user_annotation:slow_rank": 0}; the ranks of a
         multi-rank run are replayed together unless `coupled` is False; the rows persist under
         scenario `name` (default: the changes as JSON)."""
-        from .whatif import event_categories, whatif
-        from .whatif_changes import Scenario, parse_scale
+        from ctda_sql.whatif.replay import event_categories, whatif
+        from ctda_sql.whatif.changes import Scenario, parse_scale
 
         run, name, allreduce = _text("run", run), _text("name", name), _text("allreduce", allreduce)
         rank, step, world_size = _whole("rank", rank), _whole("step", step), _whole("world_size", world_size)
@@ -323,8 +324,8 @@ class Warehouse:
                                          for pattern, factor in (scale or {}).items()),
                             bandwidth_scale=comm_bandwidth_scale, latency_us=comm_latency_us,
                             allreduce=allreduce, world_size=world_size)
-        if cluster is not None:  # a TOML path or dict: projected onto it (warehouse/whatif_cluster.py)
-            from .whatif_cluster import api_whatif
+        if cluster is not None:  # a TOML path or dict: projected onto it (warehouse/whatif/cluster.py)
+            from ctda_sql.whatif.cluster import api_whatif
             return api_whatif(self, cluster, scenario, run=run, rank=rank, step=step, name=name, coupled=coupled)
         scenario_name = name or scenario.as_json()
         whatif(self.con, run=run, rank=rank, step=step, scenario=scenario, name=scenario_name, coupled=coupled)
@@ -345,7 +346,7 @@ class Warehouse:
                        methods: tuple[str, ...] | list[str] | str = ("ctda",)) -> dict:
         """Write the run's trace (one rank, or all ranks with a process per rank) with the
         critical path marked, for Perfetto UI and chrome://tracing; returns counts."""
-        from .export import write_overlay
+        from ctda_sql.export.overlay import write_overlay
 
         path, run, rank = _path("path", path), _text("run", run, optional=False), _whole("rank", rank)
         if isinstance(methods, str):
@@ -357,7 +358,7 @@ class Warehouse:
     def export_html(self, path: str | Path, run: str, step: int | None = None,
                     rank: int | None = None) -> dict:
         """Write one self-contained HTML report of the run with plots; returns what it holds."""
-        from .report_html import write_html
+        from ctda_sql.export.html import write_html
 
         path, run = _path("path", path), _text("run", run, optional=False)
         return write_html(self.con, path, run, step=_whole("step", step), rank=_whole("rank", rank))

@@ -1,7 +1,7 @@
 -- The figures of analyze's summary, read from the stages' tables right after they ran: the
 -- windows analysed, their ranks, the graph's nodes, annotations nested in a window of the
 -- same prefix, and per method analysed its windows' summed CPCR with their count (the mean
--- is sum / count, so a lake adds up its rank tasks' figures: warehouse/analyze.py).
+-- is sum / count, so a lake adds up its rank tasks' figures: warehouse/engine/analyze.py).
 SELECT
     (SELECT count(*) FROM cp_windows) AS windows,
     (SELECT count(DISTINCT (run_id, rank)) FROM cp_windows) AS ranks,

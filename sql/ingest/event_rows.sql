@@ -1,7 +1,7 @@
 -- The rows of `events` from typed events: `typed_events` is an Arrow table of ingest.py (rows
 -- of one or two trace files, made by sql/ingest/typed_events.sql in the parse worker, with
 -- each file's rank, ts_scale and ts_offset_us as columns). No JSON is parsed here. Ingest
--- inserts them (warehouse/ingest.py, `_events_sql`: INSERT INTO events BY NAME, which leaves
+-- inserts them (warehouse/ingest/load.py, `_events_sql`: INSERT INTO events BY NAME, which leaves
 -- the generated end_us out); a lake's write task writes them to Parquet, sorted by time.
 -- Parameters: run_id, origin_ts.
 WITH located AS (

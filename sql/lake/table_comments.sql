@@ -1,5 +1,5 @@
 -- The descriptions (COMMENT ON) of the warehouse tables that a lake's views replace, so the
--- views can carry them (warehouse/lake.py, attach_views): (table, '' for the table itself or
+-- views can carry them (warehouse/lake/store.py, attach_views): (table, '' for the table itself or
 -- the column, comment). Parameter: tables.
 SELECT table_name, '' AS column_name, comment
 FROM duckdb_tables()

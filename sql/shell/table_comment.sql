@@ -1,5 +1,5 @@
 -- .schema TABLE: the table's description (COMMENT ON), when it has one; a lake's tables are
--- views (warehouse/lake.py gives them their tables' descriptions).
+-- views (warehouse/lake/store.py gives them their tables' descriptions).
 SELECT comment FROM (
     SELECT database_name, table_name AS name, schema_name, comment FROM duckdb_tables()
     UNION ALL

@@ -2,7 +2,7 @@
 -- (collective_instances) completes on every rank at the latest replayed arrival over its
 -- ranks plus that rank's transfer time (its measured duration less its wait for the last
 -- arrival). Times are in aligned clocks (traces.clock_offset_us); the forward pass in
--- warehouse/whatif.py places every window at an aligned origin that moves with the replayed
+-- warehouse/whatif/replay.py places every window at an aligned origin that moves with the replayed
 -- length of the rank's previous window.
 --
 -- Arrivals: a NCCL kernel arrives when its node would start without the coupling; a gloo or

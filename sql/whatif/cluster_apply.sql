@@ -1,4 +1,4 @@
--- whatif --cluster (warehouse/whatif_cluster.py), after the scenario's stages: a collective's
+-- whatif --cluster (warehouse/whatif/cluster.py), after the scenario's stages: a collective's
 -- transfer becomes its simulated time on the cluster (wi_cluster_transfers: run_id, pg, seq,
 -- transfer_us). A coupled collective's transfer runs from its last arrival to its end.
 

@@ -1,6 +1,6 @@
 -- whatif --cluster: the link that limited each collective (the one busy longest while its
 -- flows ran), summed per scenario, rank, step and link (wi_cluster_transfers from
--- warehouse/whatif_cluster.py; the steps' predicted times from whatif_steps).
+-- warehouse/whatif/cluster.py; the steps' predicted times from whatif_steps).
 CREATE TABLE IF NOT EXISTS whatif_cluster_links (
     scenario VARCHAR NOT NULL,
     run_id INTEGER NOT NULL,

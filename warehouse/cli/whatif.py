@@ -1,0 +1,177 @@
+"""`ctda-sql whatif`: predict step time under a change (scale work, change the network)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import textwrap
+from statistics import mean
+
+from ctda_sql.core.connection import connect, resolve_db_path
+from ctda_sql.core.errors import CtdaError
+from ctda_sql.cli.output import FORMATS, add_max_width, render, table_width
+from ctda_sql.whatif.changes import ALGORITHMS, Scenario, parse_scale
+
+# --sweep KEY -> Scenario field and how its values are read
+SWEEP_KEYS = {
+    "comm-bandwidth-scale": ("bandwidth_scale", float),
+    "comm-latency-us": ("latency_us", float),
+    "allreduce": ("allreduce", str),
+    "world-size": ("world_size", int),
+}
+# a sweep replays every value in one transaction (~0.1-1 s each on a real run): a cap keeps a
+# typo such as 10,000 values from running for an hour
+MAX_SWEEP_VALUES = 200
+
+
+class _ParseError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises instead of exiting, so the shell can show the message as an error."""
+
+    def error(self, message):
+        raise _ParseError(message)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", help="run name (default: every analysed run)")
+    p.add_argument("--rank", type=int, help="only this rank's rows (a multi-rank run still replays every rank)")
+    p.add_argument("--step", type=int, help="only this step")
+    p.add_argument("--scale", action="append", metavar="[CAT:]PATTERN=FACTOR", default=[],
+                   help="scale the execution time of events whose name matches the glob (optionally "
+                        "of a category: kernel:*gemm*=0.5; optionally only on some ranks: "
+                        "rank1:user_annotation:slow_rank=0); 0 removes the work (repeatable)")
+    p.add_argument("--comm-bandwidth-scale", type=float, default=1.0, metavar="F",
+                   help="multiply the fitted bus bandwidth of collectives by F")
+    p.add_argument("--comm-latency-us", type=float, metavar="L", help="latency per collective step, µs")
+    p.add_argument("--allreduce", choices=(*ALGORITHMS, "hierarchical"),
+                   help="all-reduce algorithm (measured: ring; hierarchical: with --cluster)")
+    p.add_argument("--cluster", metavar="FILE.toml",
+                   help="project the job onto the cluster the file describes (docs/whatif.md)")
+    p.add_argument("--world-size", type=int, metavar="N", help="ranks taking part in every collective")
+    p.add_argument("--sweep", metavar="KEY=V1,V2,...",
+                   help=f"one scenario per value of KEY ({', '.join(SWEEP_KEYS)}); prints a row per value; "
+                        f"at most {MAX_SWEEP_VALUES} values, stored all together or not at all")
+    p.add_argument("--no-coupling", dest="coupled", action="store_false",
+                   help="replay each rank on its own: collectives keep their measured waiting "
+                        "(default: the ranks of a multi-rank run are replayed together)")
+    p.add_argument("--name", help="scenario name in whatif_steps / whatif_path (default: the changes)")
+    p.add_argument("--top", type=int, default=10, metavar="N",
+                   help="labels of the predicted path to print (default: 10)")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("whatif", help="predict step time under a change by replaying each step's graph",
+                       description="Replay every analysed step's dependency graph with measured durations "
+                                   "and slack, and again with the changes; results persist in "
+                                   "whatif_steps and whatif_path. Run `ctda-sql analyze` first.")
+    add_arguments(p)
+    p.add_argument("--format", "-f", choices=FORMATS, default="table", help="output format (default: table)")
+    add_max_width(p)
+    p.add_argument("--db", default=argparse.SUPPRESS, help="database file")
+    p.set_defaults(handler=cmd_whatif)
+
+
+def cmd_whatif(args) -> int:
+    from ctda_sql.core.config import load_config
+
+    # kernel names run to hundreds of characters: tables fit the terminal, as query's do
+    width = table_width(sys.stdout, args.max_width if args.max_width is not None else load_config().max_width)
+    con = connect(resolve_db_path(args.db), for_sql="")
+    try:
+        tables = run(con, args, show_progress=True)
+    finally:
+        con.close()
+    if args.format == "json":
+        # one document, as `query` and `report` print: {"steps": [...], "path": [...]}
+        print("{" + ",\n".join(f"{json.dumps(key)}: {render(columns, rows, 'json')}"
+                               for key, (columns, rows) in zip(_keys(args), tables)) + "}")
+        return 0
+    for (columns, rows), title in zip(tables, _titles(args, tables)):
+        if title and args.format == "table":
+            print(textwrap.fill(title, width) if width else title)
+        print(render(columns, rows, args.format, width))
+    return 0
+
+
+def _keys(args) -> list[str]:
+    return ["sweep"] if args.sweep else ["steps", "path"] + (["links"] if getattr(args, "cluster", None) else [])
+
+
+def _titles(args, tables) -> list[str | None]:
+    """A line above each table saying what it holds (the second one is no step table)."""
+    if args.sweep:
+        return [f"predicted step time per value of {args.sweep.partition('=')[0]} (means over the steps)"]
+    steps = tables[0][1]
+    ranks = len({(row[0], row[1]) for row in steps})
+    return [None, f"predicted critical path: the top {args.top} labels by predicted time "
+                  f"({len(steps)} steps of {ranks} rank(s))", "links that limited the collectives, per step"]
+
+
+def parse_shell_words(words: list[str]) -> argparse.Namespace:
+    parser = _Parser(prog=".whatif", add_help=False)
+    add_arguments(parser)
+    try:
+        return parser.parse_args(words)
+    except _ParseError as exc:
+        raise CtdaError(f".whatif: {exc}") from None
+
+
+def run(con, args, show_progress: bool = False) -> list[tuple[list[str], list[tuple]]]:
+    """The tables to print: steps, then the path's hotspots; or one row per sweep value."""
+    from ctda_sql.core.progress import progress_bar
+    from ctda_sql.whatif.replay import HOTSPOT_COLUMNS, STEP_COLUMNS, SWEEP_COLUMNS, whatif, whatif_many
+
+    if args.top < 0:
+        raise CtdaError("--top must be 0 or more")
+    if getattr(args, "cluster", None):  # whatif --cluster: warehouse/whatif/cluster.py
+        from ctda_sql.whatif.cluster import run_cli
+        return run_cli(con, args)
+    sweep = parse_sweep(args.sweep) if args.sweep else None
+    scenario = scenario_from_args(con, args)
+    where = {"run": args.run, "rank": args.rank, "step": args.step, "coupled": args.coupled}
+    if sweep is None:
+        result = whatif(con, **where, scenario=scenario, name=args.name, top=args.top)
+        return [(STEP_COLUMNS, result.steps), (HOTSPOT_COLUMNS, result.hotspots)]
+    field, values = sweep
+    key = args.sweep.partition("=")[0]
+    scenarios = [(f"{args.name or 'sweep'} {key}={value}", dataclasses.replace(scenario, **{field: value}))
+                 for value in values]
+    with progress_bar(f"whatif --sweep {key}", len(scenarios), visible=show_progress) as advance:
+        results = whatif_many(con, scenarios, **where, top=0, progress=advance)
+    rows = []
+    for value, result in zip(values, results):
+        steps = result.steps
+        replay, predicted = mean(s[4] for s in steps), mean(s[5] for s in steps)
+        rows.append((value, len(steps), round(mean(s[3] for s in steps), 1), round(replay, 1),
+                     round(predicted, 1), round(replay / predicted, 4) if predicted else float("inf")))
+    return [(SWEEP_COLUMNS, rows)]
+
+
+def scenario_from_args(con, args) -> Scenario:
+    from ctda_sql.whatif.replay import event_categories
+
+    categories = event_categories(con) if args.scale else set()
+    return Scenario(scales=tuple(parse_scale(text, categories) for text in args.scale),
+                    bandwidth_scale=args.comm_bandwidth_scale, latency_us=args.comm_latency_us,
+                    allreduce=args.allreduce, world_size=args.world_size)
+
+
+def parse_sweep(text: str) -> tuple[str, list]:
+    key, sep, values = text.partition("=")
+    if not sep or key not in SWEEP_KEYS:
+        raise CtdaError(f"--sweep {text!r} must look like KEY=V1,V2,... with KEY one of {', '.join(SWEEP_KEYS)}")
+    field, kind = SWEEP_KEYS[key]
+    words = [v.strip() for v in values.split(",")]
+    if not all(words):
+        raise CtdaError(f"--sweep {text!r}: every value between the commas must be given")
+    if len(words) > MAX_SWEEP_VALUES:
+        raise CtdaError(f"--sweep {key}: {len(words):,} values; at most {MAX_SWEEP_VALUES} in one sweep")
+    try:
+        return field, [kind(v) for v in words]
+    except ValueError:
+        raise CtdaError(f"--sweep {text!r}: values must be {'whole ' if kind is int else ''}numbers") from None

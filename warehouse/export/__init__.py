@@ -1,0 +1,1 @@
+"""Exports: the Perfetto overlay and the self-contained HTML report."""

@@ -1,0 +1,1 @@
+"""Ingest: Kineto trace files decoded, typed and loaded into the warehouse, and experiment metadata."""

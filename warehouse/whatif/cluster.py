@@ -1,0 +1,437 @@
+"""`whatif --cluster FILE.toml`: project a measured job onto a described cluster.
+
+The job's dependency graph is replayed as by `whatif` (warehouse/whatif/replay.py); each collective
+of the replay (from collective_instances: gloo ops and NCCL kernels, with their bytes) becomes
+the rounds of flows of its algorithm between the places of its ranks, simulated in SimGrid
+(warehouse/whatif/cluster_sim.py: flow-level, max-min sharing of the links), and completes when its
+flows end; compute scales by the device's speed. docs/whatif.md ("Projecting onto a
+cluster") has the model and its validation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ctda_sql.core import sqlfiles
+from ctda_sql.core.errors import CtdaError
+from ctda_sql.whatif.changes import Scale, Scenario
+from ctda_sql.whatif.cluster_file import ClusterSpec, check_cluster, load_cluster
+
+ALLREDUCE = ("ring", "tree", "coherent", "hierarchical")
+# compute is every event but communication; the last matching --scale rule wins, so these
+# keep collectives (and the waits inside them) at their own time under a device speed
+COMMUNICATION_GLOBS = ("nccl*", "NCCL*", "gloo:*", "c10d::*", "record_param_comms", "*all_reduce*",
+                       "*allreduce*", "*broadcast*", "*all_gather*", "*allgather*", "*reduce_scatter*",
+                       "*barrier*", "*alltoall*", "*all_to_all*")
+LINK_COLUMNS = ["run", "rank", "step", "link", "collectives", "busy_us", "share_of_step"]
+
+
+# ---- collectives as rounds of flows --------------------------------------------------------
+
+def collective_kind(name: str) -> str:
+    """allreduce, allgather, reducescatter, alltoall, broadcast, ... from either spelling (as
+    sql/whatif/20_collectives.sql's wi_collective)."""
+    text = name.lower()
+    for prefix in ("nccl:", "gloo:", "c10d::"):
+        text = text.removeprefix(prefix)
+    text = "".join(ch for ch in text if "a" <= ch <= "z")
+    return text.removesuffix("base").removesuffix("coalesced").removesuffix("into").removesuffix("tensor")
+
+
+def collective_rounds(kind: str, size: float, places: list[int], algorithm: str,
+                      devices_per_host: int) -> list[tuple[tuple, int]]:
+    """The rounds of flows of one collective of `size` bytes between devices `places` (the
+    group's ranks' devices, in rank order): [((flow, ...), repeats)], a flow (src, dst, bytes).
+    Every round's flows start together; the next round starts when they all ended (the
+    algorithms' rounds are identical by structure, so each distinct round is simulated once)."""
+    n = len(places)
+    if n <= 1:
+        return []
+
+    def ring(chunk: float) -> tuple:
+        return tuple((places[i], places[(i + 1) % n], chunk) for i in range(n))
+
+    if kind == "allreduce":
+        if algorithm == "coherent":      # HCSim: shared memory spares the all-gather half
+            return [(ring(size / n), n - 1)]
+        if algorithm == "tree":          # recursive halving / doubling: 2 log2 n rounds
+            rounds, distance, chunk = [], 1, size / 2
+            while distance < n:
+                flows = tuple((places[i], places[i ^ distance], chunk) for i in range(n) if i ^ distance < n)
+                rounds.append((flows, 2))
+                distance, chunk = distance * 2, chunk / 2
+            return rounds
+        if algorithm == "hierarchical":
+            return _hierarchical(size, places, devices_per_host)
+        return [(ring(size / n), 2 * (n - 1))]
+    if kind in ("allgather", "reducescatter"):
+        return [(ring(size / n), n - 1)]
+    if kind == "alltoall":               # pairwise exchange: round k sends to rank + k
+        steps = range(1, n) if n <= 17 else sorted({round(1 + i * (n - 2) / 15) for i in range(16)})
+        weight = (n - 1) / len(steps)
+        return [(tuple((places[i], places[(i + k) % n], size / n) for i in range(n)), weight) for k in steps]
+    # broadcast, reduce, barrier and the rest: a pipelined chain, n - 1 rounds of size / (n - 1)
+    return [(tuple((places[i], places[i + 1], size / (n - 1)) for i in range(n - 1)), n - 1)]
+
+
+def _hierarchical(size: float, places: list[int], devices_per_host: int) -> list[tuple[tuple, int]]:
+    """Ring reduce-scatter inside each host, ring all-reduces between hosts (one per device
+    index, in parallel, each over its share), ring all-gather inside each host."""
+    hosts: dict[int, list[int]] = {}
+    for place in places:
+        hosts.setdefault(place // devices_per_host, []).append(place)
+    local = min(len(members) for members in hosts.values())
+    rounds = []
+    if local > 1:
+        intra = tuple((m[i], m[(i + 1) % local], size / local) for m in hosts.values() for i in range(local))
+        rounds.append((intra, 2 * (local - 1)))
+    count = len(hosts)
+    if count > 1:
+        columns = [[members[j] for members in hosts.values()] for j in range(local)]
+        inter = tuple((col[i], col[(i + 1) % count], size / local / count) for col in columns for i in range(count))
+        rounds.append((inter, 2 * (count - 1)))
+    return rounds
+
+
+# ---- simulation ----------------------------------------------------------------------------
+
+def simgrid_available() -> bool:
+    """SimGrid importable by the simulation's child process (found without importing it
+    here: the module prints its configuration on import)."""
+    from importlib.util import find_spec
+
+    from ctda_sql.whatif.cluster_sim import DEBIAN_DIST_PACKAGES
+    return find_spec("simgrid") is not None or any(
+        Path(DEBIAN_DIST_PACKAGES).glob(f"simgrid.cpython-{sys.version_info.major}{sys.version_info.minor}*.so"))
+
+
+def simulate_rounds(spec: ClusterSpec, rounds: list[tuple]) -> list[dict]:
+    """Each distinct round's time (µs) and busiest link, simulated in a child process."""
+    from ctda_sql.whatif.cluster_sim import MISSING
+
+    if not simgrid_available():
+        raise CtdaError(MISSING)
+    if not rounds:
+        return []
+    devices = 1 + max(max(s, d) for flows in rounds for s, d, _ in flows)
+    request = {"cluster": spec.as_dict(), "devices": devices, "rounds": [list(flows) for flows in rounds]}
+    script = Path(__file__).resolve().with_name("cluster_sim.py")  # imports nothing of the package
+    done = subprocess.run([sys.executable, str(script)], input=json.dumps(request), capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise CtdaError(f"the cluster simulation failed: {last}")
+    answer = json.loads(done.stdout)
+    if "error" in answer:
+        raise CtdaError(answer["error"])
+    return answer["rounds"]
+
+
+@dataclass
+class CollectiveTime:
+    us: float
+    link: str          # the link busy longest during the collective
+    busy_us: float
+
+
+def collective_times(spec: ClusterSpec, collectives: list[tuple[str, float, tuple[int, ...]]],
+                     algorithm: str) -> dict[tuple, CollectiveTime]:
+    """(kind, bytes, group places) -> simulated time; every distinct round simulated once."""
+    plans = {key: collective_rounds(key[0], key[1], list(key[2]), algorithm, spec.devices_per_host)
+             for key in set(collectives)}
+    distinct = list({flows for plan in plans.values() for flows, _ in plan})
+    index = {flows: i for i, flows in enumerate(distinct)}
+    simulated = simulate_rounds(spec, distinct)
+    times = {}
+    for key, plan in plans.items():
+        busy: dict[str, float] = {}
+        total = 0.0
+        for flows, repeats in plan:
+            result = simulated[index[flows]]
+            total += result["us"] * repeats
+            if result["link"]:
+                busy[result["link"]] = busy.get(result["link"], 0.0) + result["busy_us"] * repeats
+        link = max(busy, key=busy.get) if busy else ""
+        times[key] = CollectiveTime(total, link, busy.get(link, 0.0))
+    return times
+
+
+def place(spec: ClusterSpec, ranks: list[int]) -> tuple[int, ...]:
+    """Host-major placement: rank r is device r (on host r // devices_per_host)."""
+    if max(ranks) >= spec.devices:
+        raise CtdaError(f"the cluster has {spec.devices} devices ({spec.hosts} hosts x {spec.devices_per_host}); "
+                        f"rank {max(ranks)} has no place")
+    return tuple(ranks)
+
+
+# ---- the replay ----------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class ClusterScenario(Scenario):
+    """A scenario whose collectives take the simulated time on the cluster (applied by
+    warehouse/whatif/replay.py's replay after the scenario's stages, through `apply`)."""
+    cluster: ClusterSpec | None = None
+    algorithm: str = "ring"
+    projected_world: int | None = None
+    transfers: pa.Table | None = field(default=None, repr=False)   # run_id, pg, seq, transfer_us
+
+    def as_json(self) -> str:
+        changes = json.loads(super().as_json())
+        changes["cluster"] = {**self.cluster.as_dict(), "allreduce": self.algorithm,
+                              "world_size": self.projected_world}
+        return json.dumps(changes)
+
+    def validate(self) -> None:
+        super().validate()
+
+    def serializer(self, con):
+        """The coupled replay's hook: how the transfers of one process group share its links.
+        A NCCL communicator runs one collective at a time on its stream, so collective k's
+        transfer starts at the later of its last arrival and the end of k - 1's (FIFO). Gloo
+        runs concurrent collectives on its worker threads at once, and their flows (the same
+        ranks, the same links) share the bottleneck equally: processor sharing. Measured on
+        the shaped runs (tests/data/shaped/r2-400m-1): DDP's 4.2 MB bucket arrives first, the
+        2.1 MB one 13 ms later, and the small one ends first (177 ms after, as 2 x its 84 ms
+        alone), the big one last (265 ms, its 170 ms plus the small one's 84): served in turn,
+        the big one would end first, and the step would wait for the small one's end."""
+        return _Serializer.load(con, self.transfers)
+
+    def apply(self, con) -> None:
+        """Each coupled collective's transfer becomes its simulated time (sql/whatif/cluster_apply.sql)."""
+        con.register("wi_cluster_transfers", self.transfers)
+        try:
+            sqlfiles.execute(con, "whatif/cluster_apply.sql")
+        finally:
+            con.unregister("wi_cluster_transfers")
+
+
+class _Serializer:
+    """Per chain (a process group of a run), the start of each collective's transfer such
+    that start + its simulated time alone is when it ends: FIFO on a NCCL chain, processor
+    sharing on a gloo chain (in-flight collectives progress at an equal share of the link)."""
+
+    def __init__(self, chain: np.ndarray, transfer: np.ndarray, shared: np.ndarray | None = None):
+        self.transfer = transfer
+        self.before = np.zeros_like(transfer)      # S: the chain's transfers before each group
+        self.segments = np.split(np.arange(len(chain)), np.flatnonzero(np.diff(chain)) + 1)
+        self.shared = [bool(shared[rows].any()) if shared is not None and len(rows) else False
+                       for rows in self.segments]
+        for rows in self.segments:
+            if len(rows):
+                self.before[rows] = np.concatenate(([0.0], np.cumsum(transfer[rows])[:-1]))
+
+    @classmethod
+    def load(cls, con, transfers: pa.Table) -> "_Serializer":
+        con.register("wi_cluster_transfers", transfers)
+        try:
+            rows = con.execute(
+                "WITH kinds AS (SELECT run_id, pg, seq, bool_and(executed_on <> 'nccl_kernel') AS shared "
+                "FROM wi_coupled_instances GROUP BY ALL) "
+                "SELECT dense_rank() OVER (ORDER BY g.run_id, g.pg) AS chain, "
+                "coalesce(t.transfer_us, 0.0) AS transfer_us, coalesce(k.shared, false) AS shared "
+                "FROM wi_coupled_groups AS g "
+                "LEFT JOIN wi_cluster_transfers AS t USING (run_id, pg, seq) "
+                "LEFT JOIN kinds AS k USING (run_id, pg, seq) ORDER BY g.group_index").fetchnumpy()
+        finally:
+            con.unregister("wi_cluster_transfers")
+        return cls(np.asarray(rows["chain"]), np.asarray(rows["transfer_us"], dtype=float),
+                   np.asarray(rows["shared"], dtype=bool))
+
+    def __call__(self, arrival: np.ndarray) -> np.ndarray:
+        start = arrival.copy()
+        for rows, shared in zip(self.segments, self.shared):
+            if not len(rows):
+                continue
+            if shared:
+                start[rows] = processor_sharing(arrival[rows], self.transfer[rows]) - self.transfer[rows]
+            else:
+                s = self.before[rows]
+                start[rows] = s + np.maximum.accumulate(arrival[rows] - s)
+        return start
+
+
+def processor_sharing(arrival: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """End times of jobs that arrive at `arrival` needing `work` of a server alone, when the
+    jobs in progress share it equally (egalitarian processor sharing)."""
+    end = np.array(arrival, dtype=float)
+    order = [int(i) for i in np.argsort(arrival, kind="stable") if np.isfinite(arrival[i])]
+    remaining: dict[int, float] = {}
+    now, k = -np.inf, 0
+    while k < len(order) or remaining:
+        if not remaining:
+            now = max(now, float(arrival[order[k]]))
+        while k < len(order) and arrival[order[k]] <= now:
+            remaining[order[k]] = max(float(work[order[k]]), 0.0)
+            k += 1
+        share = len(remaining)
+        first = min(remaining, key=remaining.get)
+        finish = now + remaining[first] * share
+        step_to = min(finish, float(arrival[order[k]])) if k < len(order) else finish
+        done = (step_to - now) / share
+        now = step_to
+        for job in list(remaining):
+            remaining[job] -= done
+            if remaining[job] <= 1e-9 or (job == first and step_to == finish):
+                end[job] = now
+                del remaining[job]
+    return end
+
+
+def compute_scales(spec: ClusterSpec, measured_ranks: list[int], world: int) -> tuple[Scale, ...]:
+    """--scale rules that run every measured rank's compute at its device's speed. In a
+    projection to more ranks than were measured, rank r stands for ranks r, r + m, r + 2m, ...
+    (m measured ranks); it runs at the slowest of their speeds, since a collective waits for
+    its last rank."""
+    count = len(measured_ranks)
+    by_speed: dict[float, list[int]] = {}
+    for i, rank in enumerate(measured_ranks):
+        copies = range(i, max(world, count), count)
+        by_speed.setdefault(min(spec.speed_of(r) for r in copies), []).append(rank)
+    rules: list[Scale] = []
+    for speed, ranks in sorted(by_speed.items()):
+        if speed != 1.0:
+            subset = None if len(ranks) == count else tuple(ranks)
+            rules.append(Scale("*", 1.0 / speed, None, subset))
+            rules += [Scale(glob, 1.0, None, subset) for glob in COMMUNICATION_GLOBS]
+    return tuple(rules)
+
+
+def whatif_cluster(con, spec: ClusterSpec, run: str | None = None, rank: int | None = None,
+                   step: int | None = None, world_size: int | None = None, allreduce: str | None = None,
+                   scales: tuple[Scale, ...] = (), name: str | None = None, top: int = 10,
+                   coupled: bool = True):
+    """Replay the selected steps with every collective taking its simulated time on `spec`,
+    and compute at the devices' speeds; stores whatif_steps / whatif_path rows and the links
+    that limited the collectives (whatif_cluster_links). Returns (WhatIfResult, link rows)."""
+    from ctda_sql.engine.analyze import _run_id
+    from ctda_sql.whatif.replay import whatif
+
+    algorithm = allreduce or "ring"
+    if algorithm not in ALLREDUCE:
+        raise CtdaError(f"--allreduce must be one of {', '.join(ALLREDUCE)}")
+    if world_size is not None and world_size < 1:
+        raise CtdaError("--world-size must be 1 or more")
+    run_id = _run_id(con, run)
+    instances = con.execute(
+        "SELECT run_id, pg, seq, any_value(name), max(bytes), max(len(group_ranks)), any_value(group_ranks) "
+        "FROM collective_instances WHERE ($run_id IS NULL OR run_id = $run_id) AND bytes IS NOT NULL "
+        "AND name <> 'wait' "
+        "GROUP BY run_id, pg, seq", {"run_id": run_id}).fetchall()
+    measured_ranks = [r for (r,) in con.execute(
+        "SELECT DISTINCT rank FROM analysis_windows WHERE $run_id IS NULL OR run_id = $run_id ORDER BY rank",
+        {"run_id": run_id}).fetchall()]
+    if not measured_ranks:
+        raise CtdaError("no analysed steps match; run `ctda-sql analyze` first (method ctda)")
+    if not instances:
+        raise CtdaError("no collectives with their sizes in collective_instances: run `ctda-sql analyze` "
+                        "(method cross_rank, part of the default) on a run with collectives")
+    world = world_size or max(max(r[5] or 1 for r in instances), len(measured_ranks))
+    if world == 1:
+        raise CtdaError("the run's collectives name one rank: give --world-size N to place its ranks on the cluster")
+    place(spec, list(range(world)))
+    keys = {}
+    for run_id_, pg, seq, cname, size, group_size, group_ranks in instances:
+        members = list(range(world)) if world_size else sorted(group_ranks or range(group_size or 1))
+        keys[(run_id_, pg, seq)] = (collective_kind(cname), float(size), place(spec, members))
+    times = collective_times(spec, list(keys.values()), algorithm)
+    transfers = pa.table({
+        "run_id": pa.array([k[0] for k in keys], pa.int32()), "pg": [str(k[1]) for k in keys],
+        "seq": pa.array([k[2] for k in keys], pa.int64()),
+        "transfer_us": [times[v].us for v in keys.values()], "link": [times[v].link for v in keys.values()],
+        "busy_us": [times[v].busy_us for v in keys.values()]})
+    scenario = ClusterScenario(scales=tuple(scales) + compute_scales(spec, measured_ranks, world),
+                               cluster=spec, algorithm=algorithm, projected_world=world, transfers=transfers)
+    scenario_name = name or scenario.as_json()
+    result = whatif(con, run=run, rank=rank, step=step, scenario=scenario, name=scenario_name, top=top,
+                    coupled=coupled)
+    links = _persist_links(con, scenario_name, transfers)
+    return result, links
+
+
+def _persist_links(con, scenario: str, transfers: pa.Table) -> list[tuple]:
+    con.register("wi_cluster_transfers", transfers)
+    try:
+        for statement, names in sqlfiles.parameterized_statements(sqlfiles.load("whatif/cluster_links.sql")):
+            con.execute(statement, {"scenario": scenario}) if names else con.execute(statement)
+        return con.execute("SELECT * EXCLUDE (run_id) FROM wi_cluster_link_rows ORDER BY ALL").fetchall()
+    finally:
+        con.unregister("wi_cluster_transfers")
+
+
+# ---- entry points: the command line and Warehouse.whatif(cluster=...) ----------------------------
+
+def cluster_spec(cluster) -> ClusterSpec:
+    """A ClusterSpec from a spec, a path to a TOML file, or the file's contents as a dict."""
+    if isinstance(cluster, ClusterSpec):
+        return cluster
+    if isinstance(cluster, dict):
+        return check_cluster(cluster, "cluster")
+    return load_cluster(cluster)
+
+
+def _sweep_value(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def run_cli(con, args) -> list[tuple[list[str], list[tuple]]]:
+    """`whatif --cluster`: steps, the predicted path's hotspots and the limiting links; or, with
+    --sweep KEY=V1,V2 (a cluster key such as inter_host.bandwidth_gbps, or allreduce or
+    world-size), one row per value."""
+    from statistics import mean
+
+    from ctda_sql.whatif.replay import SWEEP_COLUMNS
+    from ctda_sql.whatif.replay import HOTSPOT_COLUMNS, STEP_COLUMNS, event_categories
+    from ctda_sql.whatif.changes import parse_scale
+
+    if args.comm_bandwidth_scale != 1.0 or args.comm_latency_us is not None:
+        raise CtdaError("--cluster describes the network: leave out --comm-bandwidth-scale and --comm-latency-us")
+    categories = event_categories(con) if args.scale else set()
+    common = {"run": args.run, "rank": args.rank, "step": args.step, "coupled": args.coupled,
+              "scales": tuple(parse_scale(text, categories) for text in args.scale)}
+    options = {"world_size": args.world_size, "allreduce": args.allreduce}
+    if not args.sweep:
+        result, links = whatif_cluster(con, load_cluster(args.cluster), **common, **options, name=args.name,
+                                       top=args.top)
+        return [(STEP_COLUMNS, result.steps), (HOTSPOT_COLUMNS, result.hotspots), (LINK_COLUMNS, links)]
+    key, sep, text = args.sweep.partition("=")
+    values = [_sweep_value(v.strip()) for v in text.split(",")]
+    if not sep or "" in values or not (key in ("allreduce", "world-size") or "." in key):
+        raise CtdaError(f"--sweep {args.sweep!r}: with --cluster, KEY=V1,V2,... takes a cluster key "
+                        "(SECTION.KEY, e.g. inter_host.bandwidth_gbps), allreduce or world-size")
+    rows = []
+    for value in values:
+        if key in ("allreduce", "world-size"):
+            spec, changed = load_cluster(args.cluster), {**options, key.replace("-", "_"): value}
+        else:
+            spec, changed = load_cluster(args.cluster, {key: value}), options
+        result, _ = whatif_cluster(con, spec, **common, **changed, name=f"{args.name or 'sweep'} {key}={value}",
+                                   top=0)
+        steps = result.steps
+        replay, predicted = mean(s[4] for s in steps), mean(s[5] for s in steps)
+        rows.append((value, len(steps), round(mean(s[3] for s in steps), 1), round(replay, 1),
+                     round(predicted, 1), round(replay / predicted, 4) if predicted else float("inf")))
+    return [(SWEEP_COLUMNS, rows)]
+
+
+def api_whatif(warehouse, cluster, scenario: Scenario, run=None, rank=None, step=None, name=None,
+               coupled: bool = True):
+    """Warehouse.whatif(cluster=...): the rows of whatif_steps for the projection."""
+    if scenario.bandwidth_scale != 1.0 or scenario.latency_us is not None:
+        raise CtdaError("a cluster describes the network: leave out comm_bandwidth_scale and comm_latency_us")
+    result_name = name or f"cluster {json.dumps(cluster_spec(cluster).as_dict())}"
+    whatif_cluster(warehouse.con, cluster_spec(cluster), run=run, rank=rank, step=step,
+                   world_size=scenario.world_size, allreduce=scenario.allreduce, scales=scenario.scales,
+                   name=result_name, coupled=coupled)
+    warehouse._finish_pending_result()
+    return warehouse.con.sql("SELECT * FROM whatif_steps WHERE scenario = $name ORDER BY ALL",
+                             params={"name": result_name})

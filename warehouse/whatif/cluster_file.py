@@ -1,0 +1,165 @@
+"""The cluster file of `whatif --cluster FILE.toml` (DESIGN.md, "Projecting a job onto another
+cluster"): read, checked key by key, and turned into a ClusterSpec."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ctda_sql.core.errors import CtdaError
+
+TOPOLOGIES = ("shared-link", "single-switch", "leaf-spine")
+# a device's link when a host has one device and [intra_host] is not given: never the limit
+UNLIMITED_GBPS = 1e6
+
+
+# ---- the cluster file --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    hosts: int
+    devices_per_host: int
+    topology: str
+    inter_bandwidth_gbps: float
+    inter_latency_us: float = 0.0
+    intra_bandwidth_gbps: float = UNLIMITED_GBPS
+    intra_latency_us: float = 0.0
+    device_speed: float = 1.0
+    groups: tuple[tuple[int, int, float], ...] = ()     # (first_host, last_host, device_speed)
+    hosts_per_leaf: int | None = None
+    uplink_gbps: float | None = None
+
+    @property
+    def devices(self) -> int:
+        return self.hosts * self.devices_per_host
+
+    def speed_of(self, device: int) -> float:
+        host = device // self.devices_per_host
+        speed = self.device_speed
+        for first, last, group_speed in self.groups:
+            if first <= host <= last:
+                speed = group_speed
+        return speed
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# section -> key -> (type, required); a key given twice by a sweep is an override
+KEYS = {
+    "cluster": {"hosts": (int, True), "devices_per_host": (int, True), "device_speed": (float, False),
+                "groups": (list, False)},
+    "intra_host": {"bandwidth_gbps": (float, False), "latency_us": (float, False)},
+    "inter_host": {"topology": (str, True), "bandwidth_gbps": (float, True), "latency_us": (float, False),
+                   "hosts_per_leaf": (int, False), "uplink_gbps": (float, False)},
+}
+GROUP_KEYS = {"first_host": int, "last_host": int, "device_speed": float}
+
+
+def load_cluster(path: str | os.PathLike, overrides: dict[str, object] | None = None) -> ClusterSpec:
+    """Read and check a cluster file (../shared/spec/DESIGN.md); every problem is reported,
+    one line per bad key. `overrides`: {"inter_host.bandwidth_gbps": 100, ...} (a sweep)."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise CtdaError(f"cluster file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CtdaError(f"cluster file {path} cannot be read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CtdaError(f"cluster file {path} is not valid TOML: {exc}") from None
+    for key, value in (overrides or {}).items():
+        section, _, name = key.partition(".")
+        if not isinstance(data.get(section, {}), dict):
+            raise CtdaError(f"cluster file {path}: [{section}] must be a table")
+        data.setdefault(section, {})[name] = value
+    return check_cluster(data, str(path))
+
+
+def check_cluster(data: dict, where: str = "cluster file") -> ClusterSpec:
+    problems: list[str] = []
+    values: dict[str, dict] = {}
+    for section in data:
+        if section not in KEYS:
+            problems.append(f"[{section}]: unknown section (known: {', '.join(KEYS)})")
+    for section, keys in KEYS.items():
+        table = data.get(section, {})
+        if not isinstance(table, dict):
+            problems.append(f"[{section}]: must be a table")
+            continue
+        values[section] = {}
+        for key in table:
+            if key not in keys:
+                problems.append(f"[{section}] {key}: unknown key (known: {', '.join(keys)})")
+        for key, (kind, required) in keys.items():
+            if key not in table:
+                if required:
+                    problems.append(f"[{section}] {key}: missing")
+                continue
+            value, error = _checked(table[key], kind, f"{section}.{key}")
+            if error:
+                problems.append(f"[{section}] {key}: {error}")
+            else:
+                values[section][key] = value
+    cluster, intra, inter = values.get("cluster", {}), values.get("intra_host", {}), values.get("inter_host", {})
+    groups = []
+    for i, group in enumerate(cluster.get("groups", [])):
+        if not isinstance(group, dict):
+            problems.append(f"[[cluster.groups]] #{i + 1}: must be a table")
+            continue
+        row = {}
+        for key in group:
+            if key not in GROUP_KEYS:
+                problems.append(f"[[cluster.groups]] #{i + 1} {key}: unknown key (known: {', '.join(GROUP_KEYS)})")
+        for key, kind in GROUP_KEYS.items():
+            if key not in group:
+                problems.append(f"[[cluster.groups]] #{i + 1} {key}: missing")
+                continue
+            value, error = _checked(group[key], kind, f"cluster.groups.{key}")
+            if error:
+                problems.append(f"[[cluster.groups]] #{i + 1} {key}: {error}")
+            else:
+                row[key] = value
+        if len(row) == 3:
+            if row["last_host"] < row["first_host"] or ("hosts" in cluster and row["last_host"] >= cluster["hosts"]):
+                problems.append(f"[[cluster.groups]] #{i + 1}: hosts {row['first_host']}-{row['last_host']} "
+                                f"are not within 0-{cluster.get('hosts', 1) - 1}")
+            groups.append((row["first_host"], row["last_host"], row["device_speed"]))
+    topology = inter.get("topology")
+    if topology == "leaf-spine":
+        for key in ("hosts_per_leaf", "uplink_gbps"):
+            if key not in inter and key not in data.get("inter_host", {}):
+                problems.append(f"[inter_host] {key}: missing (leaf-spine needs it)")
+    if cluster.get("devices_per_host", 1) > 1 and "bandwidth_gbps" not in data.get("intra_host", {}):
+        problems.append("[intra_host] bandwidth_gbps: missing (devices_per_host > 1)")
+    if problems:
+        raise CtdaError(f"{where}: {len(problems)} bad key{'s' if len(problems) > 1 else ''}:\n  "
+                        + "\n  ".join(problems))
+    return ClusterSpec(
+        hosts=cluster["hosts"], devices_per_host=cluster["devices_per_host"], topology=topology,
+        inter_bandwidth_gbps=inter["bandwidth_gbps"], inter_latency_us=inter.get("latency_us", 0.0),
+        intra_bandwidth_gbps=intra.get("bandwidth_gbps", UNLIMITED_GBPS),
+        intra_latency_us=intra.get("latency_us", 0.0), device_speed=cluster.get("device_speed", 1.0),
+        groups=tuple(groups), hosts_per_leaf=inter.get("hosts_per_leaf"), uplink_gbps=inter.get("uplink_gbps"))
+
+
+def _checked(value, kind, key: str):
+    """(value, None) or (None, why it is bad)."""
+    if kind is str:
+        if key == "inter_host.topology" and value not in TOPOLOGIES:
+            return None, f"{value!r} is not one of {', '.join(TOPOLOGIES)}"
+        return (value, None) if isinstance(value, str) else (None, "must be a string")
+    if kind is list:
+        return (value, None) if isinstance(value, list) else (None, "must be a list of tables")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None, f"{value!r} is not a number"
+    if kind is int:
+        if value != int(value) or value < 1:
+            return None, f"{value!r} must be a whole number, 1 or more"
+        return int(value), None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not key.endswith("latency_us")):
+        return None, f"{value!r} must be more than 0" if not key.endswith("latency_us") else f"{value!r} must be 0 or more"
+    return float(value), None
