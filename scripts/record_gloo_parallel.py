@@ -1,7 +1,10 @@
 """Record real 2-rank CPU runs of sharded and pipeline parallelism for the cross-rank tests
 (tests/data/gloo/).
 
-    /work/torchenv/bin/python scripts/record_gloo_parallel.py [--out tests/data/gloo] [--only NAME]
+    /work/torchenv/bin/python scripts/record_gloo_parallel.py [--out tests/data/gloo] [--only NAME] [--repeat K]
+
+The what-if pairs of tests/test_whatif_parallel.py were recorded on an idle machine with
+`--out tests/data/gloo_pairs --only pipeline --only pipeline_slow --repeat 3 --active 10`.
 
 Two ranks are spawned with torch.multiprocessing on the gloo backend over 127.0.0.1, with
 one intra-op thread each, under torch.profiler with ProfilerStep annotations (CPU only).
@@ -46,7 +49,6 @@ MICROBATCHES = 4
 SLOW_STAGE = 1
 SLOW_MS = 5.0
 WAIT, WARMUP, ACTIVE = 1, 1, 3
-STEPS = WAIT + WARMUP + ACTIVE + 1
 RUNS = ("fsdp", "pipeline", "pipeline_slow")
 
 
@@ -128,16 +130,16 @@ def pipeline_step(rank: int, slow: bool):
     return step
 
 
-def train(rank: int, port: int, run: str, folder: str) -> None:
+def train(rank: int, port: int, run: str, folder: str, active: int = ACTIVE) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=WORLD_SIZE)
     step = fsdp_step(rank) if run == "fsdp" else pipeline_step(rank, slow=run == "pipeline_slow")
     with profile(activities=[ProfilerActivity.CPU],
-                 schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
+                 schedule=schedule(wait=WAIT, warmup=WARMUP, active=active, repeat=1),
                  record_shapes=True,
                  on_trace_ready=lambda prof: prof.export_chrome_trace(f"{folder}/rank-{rank}.json")) as prof:
-        for _ in range(STEPS):
+        for _ in range(WAIT + WARMUP + active + 1):
             step()
             prof.step()
     dist.barrier()
@@ -150,10 +152,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def record_run(out: Path, run: str) -> Path:
+def record_run(out: Path, run: str, active: int = ACTIVE) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:
-        mp.spawn(train, args=(free_port(), run, folder), nprocs=WORLD_SIZE, join=True)
+        mp.spawn(train, args=(free_port(), run, folder, active), nprocs=WORLD_SIZE, join=True)
         for rank in range(WORLD_SIZE):
             name = f"rank-{rank}.json.gz"
             with open(f"{folder}/rank-{rank}.json") as src:
@@ -169,9 +171,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--only", choices=RUNS, action="append", help="record only this run (repeatable)")
+    parser.add_argument("--repeat", type=int, default=0, metavar="K",
+                        help="record each run K times, into RUN-1 .. RUN-K (what-if pairs: the spread of "
+                             "the repetitions is the noise a prediction is judged against)")
+    parser.add_argument("--active", type=int, default=ACTIVE, metavar="N", help=f"steps profiled (default {ACTIVE})")
     args = parser.parse_args()
     for run in args.only or RUNS:
-        print(f"recorded {record_run(args.out / run, run)}")
+        folders = [run] if args.repeat < 1 else [f"{run}-{k}" for k in range(1, args.repeat + 1)]
+        for folder in folders:
+            print(f"recorded {record_run(args.out / folder, run, args.active)}")
 
 
 if __name__ == "__main__":

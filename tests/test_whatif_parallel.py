@@ -8,13 +8,19 @@ second's steps: the replay's coupling completes a transfer at the later of the t
 its transfer time, and the op after a recv resumes from that completion, less the sleep that
 sat between them (sql/whatif/45_coupling.sql).
 
-The recorded runs (tests/data/gloo/pipeline_slow and pipeline) cannot check the prediction
-against truth: the recording without the sleep is the slower one (74-110 ms steps against
-56-67 ms), its 8 KiB transfers taking 4-14 ms after both posts instead of 0.2-0.3 ms (the two
-ranks likely competing for shared cores when neither sleeps): from the slow run the replay
-predicts 31.4 ms (mean step), 62 ms off the 93.5 ms measured, beyond the 36 ms its steps
-spread over. Their test checks what the replay must do with the slow run: every step of both
-stages loses what stage 1 slept in it."""
+Measured truth: tests/data/gloo_pairs holds the same pipeline recorded 3 times with the slow
+stage and 3 times without (10 steps each, on an idle machine; scripts/record_gloo_parallel.py
+--repeat 3 --active 10). From each slow run the replay predicts 9.9-10.8 ms where the runs
+without the sleep measured 11.2-16.0 ms (mean 13.9): the prediction is low by 3.6 ms, inside
+the 4.8 ms its truth spreads over between repetitions (the issue's bound is max(10%, the runs'
+noise)). Two ranks on two cores that never sleep compete for them; a stage that sleeps leaves
+the other a core of its own, so the slow run's compute is the faster one, the same effect as
+four ranks on two cores in the shaped-network runs (docs/whatif.md).
+
+The first recordings (tests/data/gloo/pipeline_slow and pipeline, 3 steps each, made while the
+machine was loaded) cannot check it: there the run without the sleep is the slower one (74-110
+ms steps against 56-67 ms). Their test checks what the replay must do with the slow run: every
+step of both stages loses what stage 1 slept in it."""
 
 from __future__ import annotations
 
@@ -28,6 +34,8 @@ from test_crossrank_parallel import staged_pipeline_job
 from ctda_sql.whatif.replay import Scale, Scenario, whatif
 
 GLOO = Path(__file__).parent / "data" / "gloo"
+PAIRS = Path(__file__).parent / "data" / "gloo_pairs"
+REPEATS = (1, 2, 3)
 SLOW_US = 400.0
 WITHOUT_SLEEP = Scenario(scales=(Scale("slow_stage", 0.0, "user_annotation", ranks=(1,)),))
 
@@ -95,3 +103,26 @@ def test_recorded_slow_stage_removed_moves_both_stages(recorded_db):
         # for stage 1, and stage 1 stays the bottleneck without its sleep
         assert measured - predicted == pytest.approx(sleeps[step], rel=1e-3), (rank, step)
     assert mean(r[5] for r in rows) < 0.6 * mean(r[3] for r in rows)
+
+
+@pytest.fixture(scope="module")
+def pairs_db(tmp_path_factory):
+    runs = {f"{name}-{k}": [PAIRS / f"{name}-{k}"] for name in ("pipeline", "pipeline_slow") for k in REPEATS}
+    con = analysed_db(tmp_path_factory.mktemp("pairs") / "pairs.duckdb", runs)
+    yield con
+    con.close()
+
+
+def mean_step_us(con, run: str) -> float:
+    return con.execute("SELECT avg(s.end_us - s.start_us) FROM steps AS s JOIN runs AS r USING (run_id) "
+                       "WHERE r.name = ?", [run]).fetchone()[0]
+
+
+def test_removing_the_recorded_slow_stage_predicts_the_runs_without_it(pairs_db):
+    truths = [mean_step_us(pairs_db, f"pipeline-{k}") for k in REPEATS]
+    truth, noise = mean(truths), max(truths) - min(truths)
+    predictions = [mean(r[5] for r in whatif(pairs_db, run=f"pipeline_slow-{k}", scenario=WITHOUT_SLEEP,
+                                              persist=False).steps) for k in REPEATS]
+    # each slow run loses its sleep (~20 ms of its ~30 ms steps), and lands within the truth's noise
+    assert all(p < 0.5 * mean_step_us(pairs_db, f"pipeline_slow-{k}") for p, k in zip(predictions, REPEATS))
+    assert abs(mean(predictions) - truth) <= max(0.1 * truth, noise), (predictions, truths)
