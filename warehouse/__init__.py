@@ -10,7 +10,20 @@ engine | ingest over core over udfs. SQL lives in ctda_sql.sql and ctda_sql.quer
 
 __version__ = "0.1.0"
 
-from ctda_sql.api import Warehouse  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
 from ctda_sql.core.errors import CtdaError  # noqa: E402
 
+if TYPE_CHECKING:
+    from ctda_sql.api import Warehouse
+
 __all__ = ["CtdaError", "Warehouse", "__version__"]
+
+
+def __getattr__(name: str):
+    # Warehouse imports DuckDB (~0.15 s): every submodule import runs this file first, and
+    # `ctda-sql --help` or `--version` should not pay for it
+    if name == "Warehouse":
+        from ctda_sql.api import Warehouse
+        return Warehouse
+    raise AttributeError(f"module 'ctda_sql' has no attribute {name!r}")
