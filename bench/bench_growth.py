@@ -19,7 +19,8 @@ Shapes (each one step on the main thread, written with ctda_sql.tracebuilder):
 Cost per event = analyze's wall time / the trace's events (CPU seconds beside it: the machine
 is shared, and CPU time moves less). Ingest is not counted. The before/after comparison runs
 this script twice, once with --code-dir pointing at a checkout of the code before a change
-(`git worktree add /tmp/before COMMIT`).
+(`git worktree add /tmp/before COMMIT`); a checkout from before the one-package layout (issue
+36) runs with its own copy of this script.
 
 Usage: python bench/bench_growth.py [--sizes 8000 32000 128000] [--shapes nested overlapping
        small_nodes python_frames syncs] [--ranks 1 4 16 64] [--rank-events 4000] [--runs 1] [--code-dir DIR]
@@ -33,6 +34,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from run_checkout import use_checkout  # bench/ is the script's folder, first on sys.path
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 SHAPES = ("nested", "overlapping", "small_nodes", "python_frames", "syncs")
@@ -141,7 +144,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1, help="analyze runs per input (median)")
     parser.add_argument("--code-dir", type=Path, default=REPO_DIR, help="the checkout whose engine runs")
     args = parser.parse_args()
-    sys.path.insert(0, str(args.code_dir.resolve()))
+    use_checkout(args.code_dir)
     import ctda_sql
 
     print(f"engine: {Path(ctda_sql.__file__).parent.parent}")

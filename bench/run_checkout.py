@@ -28,10 +28,23 @@ class CheckoutFinder(importlib.abc.MetaPathFinder):
         return None
 
 
+def is_one_package(root: Path) -> bool:
+    return (Path(root) / "warehouse" / "cli").is_dir()
+
+
+def use_checkout(root: Path) -> None:
+    """Import ctda_sql from the checkout `root` in this process, before the installed one (a
+    path on sys.path cannot do it: the package is mapped from several folders)."""
+    root = Path(root).resolve()
+    if not is_one_package(root):
+        sys.exit(f"{root} predates the one-package layout (issue 36): run that checkout's own copy of this script")
+    sys.meta_path.insert(0, CheckoutFinder(root))
+
+
 def main() -> int:
     root = Path(sys.argv.pop(1)).resolve()
-    if (root / "warehouse" / "cli").is_dir():
-        sys.meta_path.insert(0, CheckoutFinder(root))
+    if is_one_package(root):
+        use_checkout(root)
         from ctda_sql.shell.entry import main as cli_main
     else:
         sys.path.insert(0, str(root))
