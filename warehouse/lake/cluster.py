@@ -15,6 +15,7 @@ from ctda_sql.core.errors import CtdaError
 from ctda_sql.core.progress import progress_bar
 from ctda_sql.core.signals import sigint_deferred
 from ctda_sql.core.transaction import Interrupted, is_interruption
+from ctda_sql.lake import store as lake_store
 from ctda_sql.lake import tasks as lake_tasks
 from ctda_sql.lake.workers import check_workers
 
@@ -215,26 +216,26 @@ class _Published:
         self.root, self.tables, self.runs = root, tables, runs
         self.before = self._files()
 
-    def _files(self) -> dict[Path, tuple[int, int]]:
+    def _files(self) -> dict[tuple[str, int, Path], tuple[int, int]]:
+        """(run, rank, file) -> the file's identity, for the listed runs' rank partitions."""
         found = {}
         for table in self.tables:
             for run in self.runs:
-                for path in (self.root / table / f"run={run}").glob("rank=*/*.parquet"):
-                    try:
-                        stat = path.stat()
-                    except OSError:
-                        continue
-                    found[path] = (stat.st_ino, stat.st_mtime_ns)
+                for rank in lake_store.ranks_of(self.root, table, run):  # not an orphan like rank=abc
+                    for path in lake_store.partition_files(self.root, table, run, rank):
+                        try:
+                            stat = path.stat()
+                        except OSError:
+                            continue
+                        found[(run, rank, path)] = (stat.st_ino, stat.st_mtime_ns)
         return found
 
     def ranks(self) -> dict[str, list[int]]:
         """run name -> the ranks with a new or replaced partition file."""
         changed: dict[str, set[int]] = {}
-        for path, identity in self._files().items():
-            rank = re.fullmatch(r"rank=(-?\d+)", path.parent.name)  # not an orphan like rank=abc
-            if rank and self.before.get(path) != identity:
-                run = path.parent.parent.name.removeprefix("run=")
-                changed.setdefault(run, set()).add(int(rank.group(1)))
+        for (run, rank, path), identity in self._files().items():
+            if self.before.get((run, rank, path)) != identity:
+                changed.setdefault(run, set()).add(rank)
         return {run: sorted(ranks) for run, ranks in sorted(changed.items())}
 
 
