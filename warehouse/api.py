@@ -76,16 +76,16 @@ def _path(name: str, value) -> Path:
     return Path(value)
 
 
-def _paths(name: str, value) -> list:
+def _paths(name: str, value, what: str = "path", allow_empty: bool = False) -> list:
     """One path, or an iterable of them (kept as given: the ingest lines show them so)."""
     if isinstance(value, (str, os.PathLike)):
         return [value]
     if not isinstance(value, Iterable) or isinstance(value, (bytes, Mapping)):
-        raise CtdaError(f"{name} must be a path or a list of paths, got {value!r}")
+        raise CtdaError(f"{name} must be a {what} or a list of {what}s, got {value!r}")
     paths = list(value)
     for item in paths:
         _path(name, item)
-    if not paths:
+    if not paths and not allow_empty:
         raise CtdaError(f"{name} is empty: give a trace file or a folder of rank files")
     return paths
 
@@ -368,11 +368,7 @@ def _folders(reports_dirs) -> list[Path]:
     """reports_dirs: a folder, or a list of them (one str used to be read letter by letter)."""
     if reports_dirs is None:
         return []
-    if isinstance(reports_dirs, (str, os.PathLike)):
-        return [Path(reports_dirs)]
-    if not isinstance(reports_dirs, Iterable):
-        raise CtdaError(f"reports_dirs must be a folder or a list of folders, got {reports_dirs!r}")
-    return [_path("reports_dirs", folder) for folder in reports_dirs]
+    return [Path(folder) for folder in _paths("reports_dirs", reports_dirs, "folder", allow_empty=True)]
 
 
 _PARAM_KINDS = {"INTEGER": (numbers.Integral, "a whole number"), "BIGINT": (numbers.Integral, "a whole number"),
