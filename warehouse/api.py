@@ -24,7 +24,6 @@ from __future__ import annotations
 import numbers
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -218,15 +217,11 @@ class Warehouse:
                 show_progress: bool = False) -> str:
         """Build nodes, edges and critical_path for every step of every rank (of `run`);
         returns the summary (windows, nodes, mean CPCR per method)."""
-        from ctda_sql.engine.analyze import AnalysisSettings, analyze
+        from ctda_sql.engine.analyze import analysis_settings, analyze
 
         run, method, window = _text("run", run), _text("method", method, optional=False), _text("window", window)
-        wait_gap_us = _number("wait_gap_us", wait_gap_us)
-        settings = AnalysisSettings(split_starved=_flag("split_starved", split_starved))
-        if wait_gap_us is not None:
-            if not 0 <= wait_gap_us < float("inf"):  # NaN fails both comparisons
-                raise CtdaError(f"wait_gap_us must be a finite number >= 0, got {wait_gap_us}")
-            settings = replace(settings, wait_gap_us=float(wait_gap_us))
+        settings = analysis_settings(_number("wait_gap_us", wait_gap_us),
+                                     split_starved=_flag("split_starved", split_starved))
         if self.lake is not None:
             return self._on_lake("analyze", run=run, method=method, window=window, settings=settings,
                                  show_progress=show_progress)

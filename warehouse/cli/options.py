@@ -82,13 +82,7 @@ def command_parser(name: str, options: tuple[Option, ...], positional: str | Non
 
 def analysis_settings(args: argparse.Namespace):
     """The engine's settings from parsed ANALYZE_OPTIONS (CLI or shell)."""
-    from dataclasses import replace
+    from ctda_sql.engine.analyze import analysis_settings
 
-    from ctda_sql.engine.analyze import AnalysisSettings
-
-    settings = AnalysisSettings(split_starved=not args.no_split_starved)
-    if args.wait_gap_us is not None:
-        if not 0 <= args.wait_gap_us < float("inf"):  # NaN fails both comparisons
-            raise CtdaError(f"--wait-gap-us must be a finite number, 0 or more, got {args.wait_gap_us:g}")
-        settings = replace(settings, wait_gap_us=args.wait_gap_us)
-    return settings
+    return analysis_settings(args.wait_gap_us, split_starved=not args.no_split_starved,
+                             wait_gap_option="--wait-gap-us")

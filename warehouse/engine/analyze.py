@@ -41,6 +41,17 @@ class AnalysisSettings:
     starve_gap_us: float = 1.0
 
 
+def analysis_settings(wait_gap_us: float | None = None, split_starved: bool = True,
+                      wait_gap_option: str = "wait_gap_us") -> AnalysisSettings:
+    """The settings a user chose, checked once for the CLI, the shell and the Python API;
+    wait_gap_option names the option as the caller's user wrote it (--wait-gap-us or
+    wait_gap_us) in the one-line error."""
+    if wait_gap_us is not None and not 0 <= wait_gap_us < float("inf"):  # NaN fails both comparisons
+        raise CtdaError(f"{wait_gap_option} must be a finite number, 0 or more, got {wait_gap_us:g}")
+    return AnalysisSettings(wait_gap_us=None if wait_gap_us is None else float(wait_gap_us),
+                            split_starved=split_starved)
+
+
 def resolve_methods(method: str | list[str]) -> list[str]:
     """'all', one method's name, or a list of names (a lake task's share of the methods)."""
     if method == "all":
