@@ -29,11 +29,22 @@ ProfilerStep annotations and record_shapes off (but see `pipeline`), and logs th
   `dist.send` / `dist.recv` over gloo, staged through the host (`.cpu()` before the send,
   `.to(device)` after the recv). Recorded with record_shapes on: the peer of a send/recv is
   in its call's Concrete Inputs only then, and cross-rank matching pairs them by channel.
+- `pipeline_nccl/`: the same pipeline, schedule and model over NCCL point-to-point: the CUDA
+  tensors go straight from one process's GPU memory to the other's by `dist.send` /
+  `dist.recv` (no host staging), each a c10d::send / c10d::recv_ call that launches an NCCL
+  send or recv kernel on the NCCL stream; `dist.send` and `dist.recv` block the CPU only
+  until the kernel is queued (the current stream then waits on the NCCL stream), so rank 0,
+  which never synchronizes, runs ahead of its GPU. Each blocking call also waits on its
+  Work, which writes a record_param_comms 'wait' of its own. The two processes share the
+  one GPU as `fsdp`'s ranks do (a host each for NCCL, sockets over loopback) and one NCCL
+  communicator, so the sends and recvs of a rank run in order on one NCCL stream.
+  record_shapes on, as in `pipeline`.
 
 Each trace's traceName is its file's own name (scripts/trace_files.py); multi-rank runs
 write `rank-0.json.gz` and `rank-1.json.gz` into their folder (the rank is also in the
 trace's distributedInfo). The committed traces were recorded on one H100 with torch
-2.11.0+cu130 and NCCL 2.28.9 (all runs in 69 s); tests/test_engine_cuda_parallel.py reads them.
+2.11.0+cu130 and NCCL 2.28.9 (all runs in 69 s), but `pipeline_nccl` on one H200 with the
+same torch and NCCL (13 s); tests/test_engine_cuda_parallel.py reads them.
 """
 
 from __future__ import annotations
@@ -62,7 +73,7 @@ WAIT, WARMUP, ACTIVE = 1, 1, 3
 STEPS = WAIT + WARMUP + ACTIVE + 1
 WARMUP_COMPILE = 3
 MICROBATCHES = 4
-RUNS = ("fsdp", "bf16_compile", "bf16_eager", "pipeline")
+RUNS = ("fsdp", "bf16_compile", "bf16_eager", "pipeline", "pipeline_nccl")
 
 # sizes per device: (width, blocks, tokens per batch); the CPU dry run stays tiny
 SIZES = {
@@ -132,13 +143,18 @@ def init_group(device: str, backend: str, rank: int, world: int, port: int) -> N
     dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=60), **kwargs)
 
 
+def share_one_gpu(name: str, rank: int) -> None:
+    """One GPU, two ranks: NCCL refuses two ranks on one GPU of one host, so each rank names a
+    host of its own and NCCL joins them by its socket transport over loopback."""
+    os.environ.update(NCCL_HOSTID=f"ctda-{name}-rank{rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1",
+                      NCCL_P2P_DISABLE="1", NCCL_SHM_DISABLE="1")
+
+
 # ---- fsdp ----------------------------------------------------------------------------------
 
 def fsdp_rank(rank: int, world: int, port: int, device: str, out: str) -> None:
     if device == "cuda" and world > 1:
-        # one GPU, two ranks: NCCL sees two hosts, joined by its socket transport over loopback
-        os.environ.update(NCCL_HOSTID=f"ctda-fsdp-rank{rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1",
-                          NCCL_P2P_DISABLE="1", NCCL_SHM_DISABLE="1")
+        share_one_gpu("fsdp", rank)
     init_group(device, "nccl" if device == "cuda" else "gloo", rank, world, port)
     try:
         try:
@@ -227,8 +243,13 @@ def record_bf16(out: Path, device: str, compiled: bool) -> None:
 
 # ---- pipeline --------------------------------------------------------------------------------
 
-def pipeline_rank(rank: int, port: int, device: str, out: str) -> None:
-    init_group(device, "gloo", rank, 2, port)
+def pipeline_rank(rank: int, port: int, device: str, out: str, nccl: bool = False) -> None:
+    """A pipeline stage: over gloo staged through the host, or (`nccl`) over NCCL point-to-point
+    with the CUDA tensors sent as they are (on CPU, the dry run, gloo stands in for NCCL)."""
+    direct = nccl and device == "cuda"
+    if direct:
+        share_one_gpu("pipeline", rank)
+    init_group(device, "nccl" if direct else "gloo", rank, 2, port)
     try:
         width, blocks, tokens = SIZES[device]["pipeline"]
         torch.manual_seed(0)
@@ -241,9 +262,16 @@ def pipeline_rank(rank: int, port: int, device: str, out: str) -> None:
         micro_tokens = tokens // MICROBATCHES
 
         def send(tensor: torch.Tensor, peer: int) -> None:
-            dist.send(tensor.detach().cpu(), dst=peer)  # gloo sends host memory
+            if nccl:  # NCCL sends the device tensor itself
+                dist.send(tensor.detach().contiguous(), dst=peer)
+            else:
+                dist.send(tensor.detach().cpu(), dst=peer)  # gloo sends host memory
 
         def recv(peer: int) -> torch.Tensor:
+            if nccl:
+                buffer = torch.empty(micro_tokens, width, device=device)
+                dist.recv(buffer, src=peer)
+                return buffer
             buffer = torch.empty(micro_tokens, width)
             dist.recv(buffer, src=peer)
             return buffer.to(device)
@@ -274,17 +302,17 @@ def pipeline_rank(rank: int, port: int, device: str, out: str) -> None:
             for index in range(STEPS):
                 loss = step()
                 if loss is not None:
-                    print(f"pipeline step {index} loss {loss:.4f}")
+                    print(f"pipeline{'_nccl' if nccl else ''} step {index} loss {loss:.4f}")
                 prof.step()
         dist.barrier()
     finally:
         dist.destroy_process_group()
 
 
-def record_pipeline(out: Path, device: str) -> None:
-    folder = out / "pipeline"
+def record_pipeline(out: Path, device: str, nccl: bool = False) -> None:
+    folder = out / ("pipeline_nccl" if nccl else "pipeline")
     folder.mkdir(parents=True, exist_ok=True)
-    spawn(pipeline_rank, (free_port(), device, str(folder)), world=2, limit_s=120)
+    spawn(pipeline_rank, (free_port(), device, str(folder), nccl), world=2, limit_s=120)
 
 
 def main() -> None:
@@ -298,6 +326,7 @@ def main() -> None:
         parser.error("no CUDA device: use --device cpu for a dry run")
     args.out.mkdir(parents=True, exist_ok=True)
     recorders = {"fsdp": record_fsdp, "pipeline": record_pipeline,
+                 "pipeline_nccl": lambda out, device: record_pipeline(out, device, nccl=True),
                  "bf16_compile": lambda out, device: record_bf16(out, device, compiled=True),
                  "bf16_eager": lambda out, device: record_bf16(out, device, compiled=False)}
     failed = []
