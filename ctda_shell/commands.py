@@ -239,10 +239,12 @@ def ingest(state, words):
     args = _INGEST.parse_args(words)
     _writable(state)
     meta = {k: meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
-    outcome = Warehouse.on_connection(state.con).ingest(args.paths, run=args.run, meta=meta,
-                                                        replace=args.replace)
+    warehouse = Warehouse.on_connection(state.con)
+    outcome = warehouse.ingest(args.paths, run=args.run, meta=meta, replace=args.replace)
     state.schema_changed()
     rows = [(line,) for line in outcome.loaded] + [(f"warning: {w}",) for w in outcome.skipped + outcome.warnings]
+    if args.analyze and outcome.loaded:
+        rows += [(line,) for line in warehouse.analyze(run=outcome.run_name).splitlines()]
     return Result([f"run {outcome.run_name}"], rows)
 
 

@@ -60,19 +60,35 @@ def cmd_ingest(args) -> int:
         warehouse, cleanup = _lake(args), nullcontext()  # a lake publishes whole partitions only
     else:  # ingest calls no Python UDF and only the macros of its own SQL
         db_path = resolve_db_path(args.db)
-        warehouse = Warehouse(db_path, udfs_for="", macros_for=sql_of_folders("ingest", "views"))
+        folders = ("ingest", "views") + (("analysis", "crossrank") if args.analyze else ())
+        warehouse = Warehouse(db_path, udfs_for="", macros_for=sql_of_folders(*folders))
+        # a failure after the load's COMMIT (in --analyze) keeps the new database: work_saved()
         cleanup = _new_database_removed_on_failure(db_path)
     with cleanup, warehouse as wh:
         result = wh.ingest(args.paths, run=args.run, meta=meta, replace=args.replace,
                            show_progress=not args.quiet)
+        _print_loaded(result, args.verbose)
+        if args.analyze:
+            # one process for the whole job: no second interpreter start and open (~0.5 s)
+            _analyze_loaded(wh, result, show_progress=not args.quiet)
+    return 0
+
+
+def _print_loaded(result, verbose: bool) -> None:
     for line in result.loaded:
         print(f"ingested {line}")
     for line in result.skipped + result.warnings:
         print(f"warning: {line}", file=sys.stderr)
-    for line in result.notes if args.verbose else []:
+    for line in result.notes if verbose else []:
         print(f"note: {line}", file=sys.stderr)
-    print(f"run {result.run_name!r}: {len(result.loaded)} loaded, {len(result.skipped)} skipped")
-    return 0
+    print(f"run {result.run_name!r}: {len(result.loaded)} loaded, {len(result.skipped)} skipped", flush=True)
+
+
+def _analyze_loaded(wh: Warehouse, result, show_progress: bool) -> None:
+    if not result.loaded:
+        print(f"nothing new was loaded: run {result.run_name!r} not analysed (`ctda-sql analyze` does it)")
+        return
+    print(wh.analyze(run=result.run_name, show_progress=show_progress))
 
 
 @contextmanager

@@ -37,6 +37,8 @@ INGEST_OPTIONS = (
     Option("--run", "run name (default: the folder or file name)", "NAME"),
     Option("--meta", "experiment metadata stored in runs.meta (repeatable)", "KEY=VALUE", repeat=True),
     Option("--replace", "re-load files already in the warehouse"),
+    Option("--analyze", "then analyse the run in the same command, as `analyze --run NAME` does (every "
+           "method, default settings); the load is kept if the analysis fails or is stopped"),
 )
 
 ANALYZE_METHODS = ("all", "ctda", "per_thread", "cross_rank")
