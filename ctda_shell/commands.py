@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ctda_sql.core import sqlfiles
 from ctda_sql.core.errors import CtdaError
-from ctda_sql.cli.options import ANALYZE_OPTIONS, INGEST_OPTIONS, analysis_settings, command_parser
+from ctda_sql.cli.options import ANALYZE_OPTIONS, INGEST_OPTIONS, analysis_settings, command_parser, ingest_analysis
 from ctda_sql.cli.output import FORMATS
 
 from ctda_sql.shell.runner import READ_ONLY_MESSAGE, interruptible
@@ -237,14 +237,15 @@ def ingest(state, words):
     from ctda_sql.cli.main import meta_value, parse_key_values
 
     args = _INGEST.parse_args(words)
+    analysis = ingest_analysis(args)
     _writable(state)
     meta = {k: meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
     warehouse = Warehouse.on_connection(state.con)
     outcome = warehouse.ingest(args.paths, run=args.run, meta=meta, replace=args.replace)
     state.schema_changed()
     rows = [(line,) for line in outcome.loaded] + [(f"warning: {w}",) for w in outcome.skipped + outcome.warnings]
-    if args.analyze and outcome.loaded:
-        rows += [(line,) for line in warehouse.analyze(run=outcome.run_name).splitlines()]
+    if analysis is not None and outcome.loaded:
+        rows += [(line,) for line in warehouse.analyze(run=outcome.run_name, **analysis).splitlines()]
     return Result([f"run {outcome.run_name}"], rows)
 
 

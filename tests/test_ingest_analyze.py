@@ -65,9 +65,32 @@ def test_the_shell_ingest_takes_analyze_too(tmp_path, shared_traces, capsys):
 
     state = open_state(str(tmp_path / "shell.duckdb"))
     try:
-        assert run_and_show(state, f".ingest {shared_traces / 'simple_add.json.gz'} --analyze")
+        assert run_and_show(state, f".ingest {shared_traces / 'simple_add.json.gz'} --analyze --method ctda")
         out = capsys.readouterr().out
         assert "analyzed 1 windows of 1 rank(s)" in out
     finally:
         state.set_output(None)
         state.con.close()
+
+
+def test_analyze_options_reach_the_analysis(run_cli, db_path, shared_traces):
+    result = run_cli("ingest", "-q", "--analyze", "--method", "ctda", "--wait-gap-us", "30",
+                     str(shared_traces / "simple_add.json.gz"))
+    assert result.code == 0, result.err
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        assert con.execute("SELECT DISTINCT method FROM critical_path").fetchall() == [("ctda",)]
+
+
+@pytest.mark.parametrize("options, named", [
+    (["--method", "ctda"], "--method"), (["--no-split-starved", "--window", "Step"], "--window, --no-split-starved"),
+])
+def test_analyze_options_without_analyze_are_refused_before_loading(run_cli, db_path, shared_traces, options, named):
+    result = run_cli("ingest", "-q", *options, str(shared_traces / "simple_add.json.gz"))
+    assert result.code != 0 and result.err == f"error: {named} only apply with --analyze\n"
+    assert not db_path.exists()
+
+
+def test_a_bad_analyze_option_is_refused_before_loading(run_cli, db_path, shared_traces):
+    result = run_cli("ingest", "-q", "--analyze", "--wait-gap-us", "-1", str(shared_traces / "simple_add.json.gz"))
+    assert result.err == "error: --wait-gap-us must be a finite number, 0 or more, got -1\n"
+    assert not db_path.exists()

@@ -54,6 +54,9 @@ def meta_value(text: str):
 # ---- commands ---------------------------------------------------------------------------
 
 def cmd_ingest(args) -> int:
+    from ctda_sql.cli.options import ingest_analysis
+
+    analysis = ingest_analysis(args)  # a bad option fails before anything is loaded
     meta = {k: meta_value(v) for k, v in parse_key_values(args.meta, "--meta").items()}
     check_no_distribution_without_lake(args)
     if args.lake is not None:
@@ -68,9 +71,9 @@ def cmd_ingest(args) -> int:
         result = wh.ingest(args.paths, run=args.run, meta=meta, replace=args.replace,
                            show_progress=not args.quiet)
         _print_loaded(result, args.verbose)
-        if args.analyze:
+        if analysis is not None:
             # one process for the whole job: no second interpreter start and open (~0.5 s)
-            _analyze_loaded(wh, result, show_progress=not args.quiet)
+            _analyze_loaded(wh, result, analysis, show_progress=not args.quiet)
     return 0
 
 
@@ -84,11 +87,11 @@ def _print_loaded(result, verbose: bool) -> None:
     print(f"run {result.run_name!r}: {len(result.loaded)} loaded, {len(result.skipped)} skipped", flush=True)
 
 
-def _analyze_loaded(wh: Warehouse, result, show_progress: bool) -> None:
+def _analyze_loaded(wh: Warehouse, result, analysis: dict, show_progress: bool) -> None:
     if not result.loaded:
         print(f"nothing new was loaded: run {result.run_name!r} not analysed (`ctda-sql analyze` does it)")
         return
-    print(wh.analyze(run=result.run_name, show_progress=show_progress))
+    print(wh.analyze(run=result.run_name, show_progress=show_progress, **analysis))
 
 
 @contextmanager

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ctda_sql.core.errors import CtdaError
 
@@ -37,8 +37,8 @@ INGEST_OPTIONS = (
     Option("--run", "run name (default: the folder or file name)", "NAME"),
     Option("--meta", "experiment metadata stored in runs.meta (repeatable)", "KEY=VALUE", repeat=True),
     Option("--replace", "re-load files already in the warehouse"),
-    Option("--analyze", "then analyse the run in the same command, as `analyze --run NAME` does (every "
-           "method, default settings); the load is kept if the analysis fails or is stopped"),
+    Option("--analyze", "then analyse the run in the same command, as `analyze --run NAME` does, with the "
+           "options below; the load is kept if the analysis fails or is stopped"),
 )
 
 ANALYZE_METHODS = ("all", "ctda", "per_thread", "cross_rank")
@@ -56,6 +56,27 @@ ANALYZE_OPTIONS = (
            "(default: adaptive, a tenth of the wait within 15-100 us; measured in docs/method.md)",
            "N", type=float),
 )
+
+
+# ingest --analyze takes analyze's options too (not --run: ingest's names the run it loads)
+INGEST_OPTIONS += tuple(
+    replace(option, help=f"with --analyze: {option.help}", default=None)
+    for option in ANALYZE_OPTIONS if option.flag != "--run")
+_INGEST_ANALYSIS_FLAGS = ("method", "window", "wait_gap_us", "no_split_starved")
+
+
+def ingest_analysis(args: argparse.Namespace) -> dict | None:
+    """The keyword arguments of Warehouse.analyze for `ingest --analyze` (checked before the
+    load starts), or None without --analyze; analyze's options without it are an error."""
+    if not args.analyze:
+        given = [flag for flag in _INGEST_ANALYSIS_FLAGS if getattr(args, flag) not in (None, False)]
+        if given:
+            shown = ", ".join("--" + flag.replace("_", "-") for flag in given)
+            raise CtdaError(f"{shown} only apply with --analyze")
+        return None
+    settings = analysis_settings(args)
+    return {"method": args.method or "all", "window": args.window, "wait_gap_us": settings.wait_gap_us,
+            "split_starved": settings.split_starved}
 
 
 def add_options(parser: argparse.ArgumentParser, options: tuple[Option, ...]) -> None:
