@@ -14,7 +14,23 @@ Shapes (each one step on the main thread, written with ctda_sql.tracebuilder):
   syncs        N/4 ops, each launching a 4 us kernel and then waiting for it in a
                cudaStreamSynchronize (op, launch call, kernel, sync): ~N/4 CPU nodes ending in
                a sync, ~N/4 wait returns and ~N/4 GPU nodes in one step, as a loop of .item()
+  collectives  2 ranks of one run, each one step of N/8 NCCL all-reduces (c10d call,
+               record_param_comms inside it, the launch call inside that, the kernel on a
+               stream of its own), the ranks taking turns to arrive 60 us late: the calls'
+               joins with their members and kernels, the matching, and a cross-rank path
+               through N/8 gates in one step (hopping at each, up to cr_hops' 10,000 hops)
+  gloo         the same with gloo all-reduces (the gloo:all_reduce on a worker thread, an op
+               resuming on the main thread after it): every call on the main thread's lane,
+               among its nodes (what-if's arrivals and gates)
+  gloo_steps   gloo in steps of 8 calls: N/64 steps per rank (joins of a rank's calls with its
+               windows)
   ranks        R rank files of one run, each a small_nodes step of --rank-events events
+
+For the multi-rank shapes, --whatif also times a coupled `whatif(persist=False)` after
+analyze, and --cluster sql/whatif/cluster_apply.sql after it (as `whatif --cluster` runs it):
+what-if's coupling (sql/whatif/45_coupling.sql) and the cluster's gates grow with the calls
+of a lane and the nodes around them. --statements N prints, under each input, the N
+costliest statements of analyze's cross-rank stages and of the what-if, each timed alone.
 
 Cost per event = analyze's wall time / the trace's events (CPU seconds beside it: the machine
 is shared, and CPU time moves less). Ingest is not counted. The before/after comparison runs
@@ -23,12 +39,15 @@ this script twice, once with --code-dir pointing at a checkout of the code befor
 36) runs with its own copy of this script.
 
 Usage: python bench/bench_growth.py [--sizes 8000 32000 128000] [--shapes nested overlapping
-       small_nodes python_frames syncs] [--ranks 1 4 16 64] [--rank-events 4000] [--runs 1] [--code-dir DIR]
+       small_nodes python_frames syncs collectives gloo gloo_steps] [--ranks 1 4 16 64]
+       [--rank-events 4000] [--runs 1] [--whatif] [--cluster] [--statements N] [--code-dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import re
 import statistics
 import sys
 import tempfile
@@ -38,7 +57,8 @@ from pathlib import Path
 from run_checkout import use_checkout  # bench/ is the script's folder, first on sys.path
 
 REPO_DIR = Path(__file__).resolve().parent.parent
-SHAPES = ("nested", "overlapping", "small_nodes", "python_frames", "syncs")
+SHAPES = ("nested", "overlapping", "small_nodes", "python_frames", "syncs", "collectives", "gloo", "gloo_steps")
+MULTI_RANK = ("collectives", "gloo", "gloo_steps")
 
 
 def _builder(rank: int = 0, world_size: int | None = None):
@@ -99,6 +119,44 @@ def syncs_trace(events: int):
     return builder
 
 
+def collectives_trace(events: int, rank: int, world_size: int = 2, gloo: bool = False,
+                      calls_per_step: int | None = None):
+    """`events` / 4 all-reduces of the group 100 us apart (4 events each), in one step or in
+    steps of `calls_per_step`. Ranks take turns to arrive 60 us late (call i: rank i mod
+    world_size), and every rank's side ends 12 us after the last arrival, so each call is a
+    gate of the cross-rank path and the path hops rank at every one. NCCL: the call launches
+    its kernel on stream 20 from inside record_param_comms. gloo: a worker thread runs the
+    all-reduce, and an op on the main thread resumes 1 us after it ends."""
+    builder = _builder(rank, world_size)
+    builder.pid = 1000 + rank
+    main = builder.thread(100, "pt_main_thread")
+    worker = builder.thread(500, "gloo worker") if gloo else None
+    if not gloo:
+        builder.stream(20)
+    calls = max(1, events // 4)
+    per_step = calls_per_step or calls
+    for step in range(0, calls, per_step):
+        builder.step(step // per_step + 1, main, ts=step * 100, dur=min(per_step, calls - step) * 100)
+    meta = {"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float",
+            "Process Group Name": "0", "Process Group Ranks": str(list(range(world_size))),
+            "Group size": world_size}
+    for i in range(calls):
+        base = 5 + i * 100
+        start = base + (60 if i % world_size == rank else 0)
+        end = base + 60 + 12  # the last arrival's start + 12
+        builder.cpu_op(main, "c10d::allreduce_", ts=start, dur=5 if gloo else 8,
+                       **{"Input Dims": [[[1024]]], "Input type": ["TensorList"]})
+        builder.cpu_op(main, "record_param_comms", ts=start + 1, dur=3 if gloo else 6, **meta)
+        if gloo:
+            builder.annotation(worker, "gloo:all_reduce", ts=start + 2, dur=end - start - 2,
+                               **{"Input Dims": [[1024]], "Input type": ["float"]})
+            builder.cpu_op(main, "aten::add_", ts=end + 1, dur=4)
+        else:
+            builder.launch(main, ts=start + 2, dur=2, kernel="ncclDevKernel_AllReduce_Sum_f32_RING_LL", stream=20,
+                           kernel_ts=start + 5, kernel_dur=end - start - 5, **meta)
+    return builder
+
+
 def shape_trace(shape: str, events: int):
     if shape == "syncs":
         return syncs_trace(events)
@@ -109,8 +167,83 @@ def shape_trace(shape: str, events: int):
     return nested_trace(events, overlap=shape == "overlapping")
 
 
-def timed_analyze(paths: list[Path], folder: Path, runs: int) -> tuple[int, float, float]:
-    """(events, median wall s, median CPU s) of analyze --method all on a fresh ingest."""
+def shape_paths(shape: str, events: int, folder: Path) -> list[Path]:
+    """The shape's rank files: the multi-rank shapes write N/2 events per rank."""
+    if shape in MULTI_RANK:
+        return [collectives_trace(events // 2, rank, 2, gloo=shape != "collectives",
+                                  calls_per_step=8 if shape == "gloo_steps" else None).write(folder / f"rank-{rank}.json")
+                for rank in range(2)]
+    return [shape_trace(shape, events).write(folder / "trace.json")]
+
+
+def cpu_timed(work) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    work()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+class StatementTimes:
+    """While active, every statement of the cross-rank stages (sql/crossrank) and of what-if
+    (sql/whatif) is run one at a time and its CPU time recorded, by the stage runners'
+    statement loops (crossrank._execute_stage, replay._execute), replaced for the while."""
+
+    def __init__(self):
+        self.times: list[tuple[float, str, str]] = []
+
+    def run(self, con, name: str, statements, values: dict) -> None:
+        for statement, names in statements:
+            cpu = time.process_time()
+            con.execute(statement, {key: values[key] for key in names}) if names else con.execute(statement)
+            made = re.search(r"(?:TEMP TABLE|TEMP MACRO|UPDATE|INSERT INTO|DELETE FROM)\s+\w+", statement)
+            self.times.append((time.process_time() - cpu, name, made.group(0) if made else statement.split()[0]))
+
+    def __enter__(self):
+        from ctda_sql.core import sqlfiles
+        from ctda_sql.engine import crossrank
+        from ctda_sql.whatif import replay
+
+        def stage(con, name, params):
+            self.run(con, f"crossrank/{name}", sqlfiles.parameterized_statements(sqlfiles.load(f"crossrank/{name}")),
+                     params)
+
+        self.saved = [(crossrank, "_execute_stage", crossrank._execute_stage), (replay, "_execute", replay._execute)]
+        crossrank._execute_stage = stage
+        replay._execute = lambda con, name, values: self.run(con, name, replay._statements(name), values)
+        return self
+
+    def __exit__(self, *exc):
+        for module, name, value in self.saved:
+            setattr(module, name, value)
+
+    def costliest(self, count: int) -> list[str]:
+        return [f"  {cpu:7.2f}  {name:28s} {made}" for cpu, name, made in sorted(self.times, reverse=True)[:count]]
+
+
+def cluster_apply(con, statement_times: StatementTimes | None = None) -> None:
+    """sql/whatif/cluster_apply.sql after a coupled what-if, as `whatif --cluster` runs it once
+    its stages are ready: every coupled collective's transfer 150 us (the simulated times are
+    no input of its joins). The whole `whatif --cluster` is no measure of the statement: its
+    coupled replay (warehouse/whatif/graph.py) iterates until the collectives' completions
+    settle, and with transfers longer than measured that takes a round per collective of a
+    chain (297 CPU s for the gloo shape at 32k)."""
+    from ctda_sql.core import sqlfiles
+
+    transfers = con.sql("SELECT run_id, pg, seq, 150.0 AS transfer_us FROM wi_coupled_groups").to_arrow_table()
+    con.register("wi_cluster_transfers", transfers)
+    try:
+        statements = sqlfiles.parameterized_statements(sqlfiles.load("whatif/cluster_apply.sql"))
+        (statement_times or StatementTimes()).run(con, "whatif/cluster_apply.sql", statements, {})
+    finally:
+        con.unregister("wi_cluster_transfers")
+
+
+def timed_analyze(paths: list[Path], folder: Path, runs: int, extra: tuple[str, ...] = (),
+                  statements: int = 0) -> tuple[int, float, float, dict, list[str]]:
+    """(events, median wall s, median CPU s, {extra: (wall s, CPU s)}, lines) of analyze
+    --method all on a fresh ingest; extra "whatif" times a coupled what-if on the analysed
+    database after the last run, and "cluster" cluster_apply.sql after it. With `statements`,
+    the lines name the costliest statements of the last analyze's cross-rank stages and of
+    the what-if."""
     from ctda_sql.engine.analyze import analyze
     from ctda_sql.core.connection import connect
     from ctda_sql.ingest.load import ingest
@@ -119,20 +252,36 @@ def timed_analyze(paths: list[Path], folder: Path, runs: int) -> tuple[int, floa
     con = connect(db)
     ingest(con, paths, run_name="growth", show_progress=False)
     events = con.execute("SELECT count(*) FROM events WHERE ph <> 'M'").fetchone()[0]
-    walls, cpus = [], []
-    for _ in range(runs):
-        wall, cpu = time.perf_counter(), time.process_time()
-        analyze(con, show_progress=False)
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
+    walls, cpus, timed = [], [], {}
+    statement_times = StatementTimes()
+    for run in range(runs):
+        with statement_times if statements and run == runs - 1 else contextlib.nullcontext():
+            wall, cpu = cpu_timed(lambda: analyze(con, show_progress=False))
+        walls.append(wall)
+        cpus.append(cpu)
+    with statement_times if statements else contextlib.nullcontext():
+        if "whatif" in extra or "cluster" in extra:
+            from ctda_sql.whatif.replay import whatif
+
+            timed["whatif"] = cpu_timed(lambda: whatif(con, persist=False))
+        if "cluster" in extra:
+            timed["cluster_apply"] = cpu_timed(lambda: cluster_apply(con, statement_times if statements else None))
     con.close()
     db.unlink()
-    return events, statistics.median(walls), statistics.median(cpus)
+    return events, statistics.median(walls), statistics.median(cpus), timed, statement_times.costliest(statements)
 
 
 def row(label: str, size: str, events: int, wall: float, cpu: float) -> list[str]:
     return [label, size, f"{events:,}", f"{wall:.2f}", f"{cpu:.2f}",
             f"{wall / events * 1e6:.1f}", f"{cpu / events * 1e6:.1f}"]
+
+
+def print_rows(label: str, size: str, events: int, wall: float, cpu: float, timed: dict, lines: list[str]) -> None:
+    print("  ".join(row(label, size, events, wall, cpu)), flush=True)
+    for stage, (stage_wall, stage_cpu) in timed.items():
+        print("  ".join(row(f"{label} {stage}", size, events, stage_wall, stage_cpu)), flush=True)
+    if lines:
+        print("\n".join(["  costliest statements, CPU s:", *lines]), flush=True)
 
 
 def main() -> int:
@@ -142,6 +291,11 @@ def main() -> int:
     parser.add_argument("--ranks", type=int, nargs="*", default=[1, 4, 16, 64])
     parser.add_argument("--rank-events", type=int, default=4000)
     parser.add_argument("--runs", type=int, default=1, help="analyze runs per input (median)")
+    parser.add_argument("--whatif", action="store_true", help="also time a coupled what-if (multi-rank shapes)")
+    parser.add_argument("--cluster", action="store_true",
+                        help="also time cluster_apply.sql after the what-if (multi-rank shapes)")
+    parser.add_argument("--statements", type=int, default=0, metavar="N",
+                        help="print the N costliest statements of the cross-rank stages and the what-if")
     parser.add_argument("--code-dir", type=Path, default=REPO_DIR, help="the checkout whose engine runs")
     args = parser.parse_args()
     use_checkout(args.code_dir)
@@ -150,16 +304,20 @@ def main() -> int:
     print(f"engine: {Path(ctda_sql.__file__).parent.parent}")
     headers = ["input", "N / ranks", "events", "analyze s", "CPU s", "us/event", "CPU us/event"]
     print("  ".join(headers), flush=True)
+    extra = tuple(stage for stage, asked in (("whatif", args.whatif), ("cluster", args.cluster)) if asked)
     with tempfile.TemporaryDirectory(prefix="ctda-growth-") as work:
         folder = Path(work)
         for shape in args.shapes:
             for size in args.sizes:
-                trace = shape_trace(shape, size).write(folder / "trace.json")
-                print("  ".join(row(shape, str(size), *timed_analyze([trace], folder, args.runs))), flush=True)
+                paths = shape_paths(shape, size, folder)
+                print_rows(shape, str(size), *timed_analyze(paths, folder, args.runs,
+                                                            extra if shape in MULTI_RANK else (), args.statements))
+                for path in paths:
+                    path.unlink()
         for ranks in args.ranks:
             paths = [small_nodes_trace(args.rank_events, rank, ranks).write(folder / f"rank-{rank}.json")
                      for rank in range(ranks)]
-            print("  ".join(row("ranks", str(ranks), *timed_analyze(paths, folder, args.runs))), flush=True)
+            print_rows("ranks", str(ranks), *timed_analyze(paths, folder, args.runs))
             for path in paths:
                 path.unlink()
     return 0

@@ -27,11 +27,19 @@ old statement, tests/data/old_cp_edges.sql, runs beside it on every input above.
 what-if's sync dependencies (wi_edge_times, sql/whatif/15_graph.sql), a running arg_max per
 stream and an ASOF join instead of a join with every earlier GPU node of the window:
 tests/data/old_wi_edge_times.sql beside it after `whatif` on the recorded what-if runs.
+
+And for the range joins of the cross-rank stages and what-if's coupling that grew with the
+square of a thread's, a rank's or a step's collectives (cr_calls, cr_kernels, cr_gates,
+cr_path_rows; wi_coupled_arrivals_raw, wi_coupled_gates, and cluster_apply.sql's gates of the
+ranks that had none), now positions from one ordered pass or ASOF joins: each old statement,
+kept in tests/data/old_<table>.sql, runs beside the new one on every shared trace, the
+recorded multi-rank runs, random multi-rank jobs and a hand-made one of their tied bounds.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -100,6 +108,8 @@ def test_recorded_traces_keep_their_segments(tmp_path):
     con = analyzed_runs(tmp_path, recorded_inputs())
     assert assert_same_segments(con) > 1000
     assert assert_same_edges(con) > 100
+    counts = assert_same_crossrank(con)  # the gloo runs: DDP, FSDP, pipelines
+    assert counts["cr_calls"] > 300 and counts["cr_gates"] > 50 and counts["cr_path_rows"] > 1000
     con.close()
 
 
@@ -109,6 +119,10 @@ def test_shared_traces_keep_their_segments(tmp_path, shared_traces):
     con = analyzed_runs(tmp_path, inputs)
     assert assert_same_segments(con) > 1000
     assert assert_same_edges(con) > 10
+    counts = assert_same_crossrank(con)  # two_ranks and nccl: NCCL kernels and their calls
+    assert counts["cr_kernels"] > 20
+    counts = assert_same_coupling(con)
+    assert counts["wi_coupled_arrivals_raw"] > 5  # two_ranks's NCCL kernels
     con.close()
 
 
@@ -267,4 +281,233 @@ def test_whatif_keeps_its_sync_dependencies(tmp_path):
     assert con.execute("SELECT count(*) FROM wi_edge_times AS e JOIN wi_nodes AS d "
                        "ON d.window_index = e.window_index AND d.seq = e.dst_seq "
                        "WHERE d.wait_end_us IS NOT NULL").fetchone()[0] > 50
+    con.close()
+
+
+# ---- cross-rank and what-if coupling: positions and ASOF joins, not range joins ----------
+#
+# Issue 32 replaced the range joins of the cross-rank stages and of what-if's coupling that
+# grew with the square of a thread's, a rank's or a step's collectives: the calls' members
+# (cr_calls) and kernels (cr_kernels), the windows and path gaps of the gates (cr_gates), the
+# hops' path rows (cr_path_rows), the calls' windows and anchors (wi_coupled_arrivals_raw),
+# the nodes resuming after a collective (wi_coupled_gates), and whatif --cluster's gates of
+# ranks that had none (cluster_apply.sql). Each old statement is kept verbatim in tests/data
+# and runs beside the new one on the same temp tables.
+
+def old_statement(name: str) -> tuple[str, frozenset]:
+    ((statement, names),) = sqlfiles.parameterized_statements((DATA / f"old_{name}.sql").read_text(encoding="utf-8"))
+    return statement, names
+
+
+def row_count(con, table: str) -> int:
+    return con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]  # read to the end: con.sql follows
+
+
+def run_old(con, name: str, values: dict) -> None:
+    statement, names = old_statement(name)
+    con.execute(statement, {key: values[key] for key in names})
+
+
+def assert_same_crossrank(con) -> dict[str, int]:
+    """Run the old cross-rank statements beside analyze's (whose temp tables stay in the
+    connection) and compare; returns each table's row count."""
+    from ctda_sql.engine.crossrank import CrossRankSettings
+
+    settings = CrossRankSettings()
+    values = {"gate_min_wait_us": settings.gate_min_wait_us, "resume_tolerance_us": settings.resume_tolerance_us}
+    counts = {}
+    for table in ("cr_calls", "cr_kernels", "cr_gates", "cr_path_rows"):
+        run_old(con, table, values)
+        assert differences(con, table, f"old_{table}") == [], table
+        counts[table] = row_count(con, table)
+    return counts
+
+
+def cluster_gates_statement() -> str:
+    """cluster_apply.sql's INSERT INTO wi_coupled_gates, making a table of its own."""
+    (statement,) = [s for s, _ in sqlfiles.parameterized_statements(sqlfiles.load("whatif/cluster_apply.sql"))
+                    if "INSERT INTO wi_coupled_gates" in s]
+    return statement.replace("INSERT INTO wi_coupled_gates", "CREATE OR REPLACE TEMP TABLE new_cluster_gates AS")
+
+
+def assert_same_coupling(con) -> dict[str, int]:
+    """Replay every window coupled (what-if's temp tables stay in the connection), run the old
+    coupling statements beside the new ones and compare, and whatif --cluster's gates with a
+    transfer of 150 us for every coupled collective; returns each table's row count."""
+    from ctda_sql.whatif.replay import RESUME_US, whatif
+
+    whatif(con, persist=False)
+    # an ASOF join takes one of the nodes that start at one instant where the old arg_max
+    # took any: the inputs hold no such tie, or the old statements' rows are not defined
+    assert con.execute("SELECT count(*) FROM (SELECT window_index, lane, start_us FROM wi_nodes WHERE kind = 'cpu' "
+                       "GROUP BY ALL HAVING count(*) > 1)").fetchall() == [(0,)]
+    counts = {}
+    for table in ("wi_coupled_arrivals_raw", "wi_coupled_gates"):
+        run_old(con, table, {"resume_us": RESUME_US})
+        assert differences(con, table, f"old_{table}") == [], table
+        counts[table] = row_count(con, table)
+    transfers = con.sql("SELECT run_id, pg, seq, 150.0 AS transfer_us FROM wi_coupled_groups").to_arrow_table()
+    con.register("wi_cluster_transfers", transfers)
+    try:
+        run_old(con, "cluster_gates", {})
+        con.execute(cluster_gates_statement())
+    finally:
+        con.unregister("wi_cluster_transfers")
+    assert differences(con, "new_cluster_gates", "old_cluster_gates") == []
+    counts["cluster_gates"] = row_count(con, "new_cluster_gates")
+    return counts
+
+
+def test_recorded_runs_keep_their_calls_gates_and_coupling(tmp_path):
+    """The recorded multi-rank runs (gloo DDP, FSDP and pipelines; FSDP and pipelines over
+    NCCL on a GPU, point-to-point included) and the recorded what-if runs, replayed coupled."""
+    inputs = {f"gloo-{p.name}": p for p in sorted((DATA / "gloo").iterdir()) if p.is_dir()}
+    inputs |= {f"pairs-{p.name}": p for p in sorted((DATA / "gloo_pairs").iterdir()) if p.is_dir()}
+    inputs |= {f"parallel-{p.name}": p for p in sorted((DATA / "cuda" / "parallel").iterdir()) if p.is_dir()}
+    inputs |= {f"whatif-{p.name}": p for p in sorted((DATA / "whatif").glob("*-r1.json.gz"))}
+    con = analyzed_runs(tmp_path, inputs)
+    counts = assert_same_crossrank(con)
+    assert counts["cr_kernels"] > 100 and counts["cr_gates"] > 100
+    counts = assert_same_coupling(con)
+    assert counts["wi_coupled_arrivals_raw"] > 1000 and counts["wi_coupled_gates"] > 500
+    assert counts["cluster_gates"] > 100
+    con.close()
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One all-reduce of a hand-made job (collective_job), the same on every rank."""
+    kind: str                   # nccl (a kernel), gloo (a worker thread) or blocking (the call)
+    late_rank: int = 0          # the rank that arrives late_us late
+    late_us: int = 0
+    dur: int = 8                # the call's length (a blocking call lasts until the end)
+    launch_at: int = 0          # NCCL: the launch's offset in the call
+    compute: int = 5            # the op before the call; 0: none, the call touches the one before
+    transfer: int = 20          # from the last call's return to the end
+    resume: int | None = 0      # the op on the calling thread after the end (gloo; a blocking call:
+                                # the gap after it); None: the next call follows, this one still runs
+    second_thread: bool = False
+    nested: bool = False        # a call nested in this one (not outermost)
+
+
+def random_collectives(rng: random.Random, ranks: int) -> list[tuple[list[Collective], int]]:
+    """3 steps of 4-12 collectives, each step with the gap after it, on a coarse grid of
+    instants so that bounds tie. A zero-length call that launches, or a call touching one
+    that launched at its end, would make nodes that start at one instant: none are drawn."""
+    steps, touching = [], True
+    for _ in range(3):
+        calls = []
+        for _ in range(rng.randint(4, 12)):
+            kind = rng.choice(["nccl", "gloo", "blocking"])
+            dur = 0 if kind == "gloo" and rng.random() < 0.3 else rng.choice([4, 8])
+            call = Collective(
+                kind, late_rank=rng.randrange(ranks), late_us=rng.choice([0, 1, 2, 30, 120, 300]), dur=dur,
+                launch_at=rng.choice([0, dur, dur // 2]), compute=rng.choice([0, 0, 2, 5, 10] if touching else [2, 5, 10]),
+                transfer=rng.choice([20, 20, 20, 1500]),
+                resume=None if kind == "gloo" and rng.random() < 0.2 else rng.choice([0, 1, 5, 1500] if kind == "gloo" else [0, 2]),
+                second_thread=rng.random() < 0.25, nested=rng.random() < 0.2)
+            touching = not (kind == "nccl" and call.launch_at == dur)
+            calls.append(call)
+        steps.append((calls, rng.choice([0, 1, 10])))
+    return steps
+
+
+def collective_job(rng: random.Random, folder: Path, ranks: int, steps: list[tuple[list[Collective], int]]) -> Path:
+    """`ranks` rank files of the steps' collectives, from a main and a second thread: every
+    rank's side of a collective ends together, the last arrival plus the call and transfer (a
+    gate of the cross-rank path where a rank arrived more than 50 us late). The ops before the
+    calls launch a kernel at random and arrivals jitter by 0-3 us. A step ends at its last
+    call's end, or where an NCCL call returns: its kernels run into the next step."""
+    from ctda_sql.tracebuilder import TraceBuilder
+
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {"Collective name": "allreduce", "In msg nelems": 256, "Out msg nelems": 256, "dtype": "Float",
+            "Process Group Name": "0", "Process Group Ranks": str(list(range(ranks))), "Group size": ranks}
+    builders = [TraceBuilder(rank=rank, world_size=ranks, pid=1000 + rank) for rank in range(ranks)]
+    lanes = [(b.thread(100, "pt_main_thread"), b.thread(101, "pt_autograd_0"),
+              [b.thread(500 + k, "gloo worker") for k in range(4)]) for b in builders]
+    for b in builders:
+        b.stream(7)
+        b.stream(20)
+    kernel_free = [0] * ranks  # where each rank's NCCL stream is free
+    t = 0
+    for number, (calls, gap_after) in enumerate(steps, start=1):
+        step_start = t
+        for index, c in enumerate(calls):
+            arrivals = [t + c.compute + (rng.choice([0, 1, 3]) if c.compute else 0) + (c.late_us if r == c.late_rank else 0)
+                        for r in range(ranks)]
+            kernel_starts = [max(a + c.launch_at + 1, kernel_free[r]) for r, a in enumerate(arrivals)]
+            end = max(max(arrivals) + c.dur + c.transfer, max(kernel_starts) + 1)
+            for rank, b in enumerate(builders):
+                main, second, workers = lanes[rank]
+                lane, arrival = (second if c.second_thread else main), arrivals[rank]
+                if c.compute:
+                    b.cpu_op(lane, "aten::mm", ts=t, dur=c.compute)
+                    if rng.random() < 0.5:
+                        b.launch(lane, ts=t + 1, dur=1, kernel="mm_kernel", stream=7, kernel_ts=t + 2, kernel_dur=4)
+                name = "c10d::barrier" if c.kind == "blocking" else "c10d::allreduce_"
+                b.cpu_op(lane, name, ts=arrival, dur=end - arrival if c.kind == "blocking" else c.dur)
+                if c.nested:
+                    b.cpu_op(lane, "c10d::allreduce_", ts=arrival, dur=c.dur)
+                b.cpu_op(lane, "record_param_comms", ts=arrival, dur=c.dur,
+                         **{**meta, "Collective name": "barrier" if c.kind == "blocking" else "allreduce"})
+                if c.kind == "nccl":
+                    b.launch(lane, ts=arrival + c.launch_at, dur=0, kernel="ncclDevKernel_AllReduce_Sum_f32",
+                             stream=20, kernel_ts=kernel_starts[rank], kernel_dur=end - kernel_starts[rank], **meta)
+                    kernel_free[rank] = end
+                elif c.kind == "gloo":
+                    b.annotation(workers[index % 4], "gloo:all_reduce", ts=arrival + 1, dur=end - arrival - 1,
+                                 **{"Input Dims": [[256]], "Input type": ["float"]})
+                    if c.resume is not None:
+                        b.cpu_op(lane, "aten::add_", ts=end + c.resume, dur=3)
+            if c.kind == "nccl" or c.resume is None:
+                t = max(a + c.dur for a in arrivals)
+            else:
+                t = end + c.resume + (3 if c.kind == "gloo" else 0)
+        for b, (main, _, _) in zip(builders, lanes):
+            b.step(number, main, ts=step_start, dur=t - step_start)
+        t += gap_after
+    for rank, b in enumerate(builders):
+        b.write(folder / f"rank-{rank}.json")
+    return folder
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_collectives_keep_their_calls_gates_and_coupling(tmp_path, seed):
+    rng = random.Random(seed)
+    inputs = {f"job-{k}": collective_job(rng, tmp_path / f"job-{k}", 2 + k % 2, random_collectives(rng, 2 + k % 2))
+              for k in range(4)}
+    con = analyzed_runs(tmp_path, inputs)
+    counts = assert_same_crossrank(con)
+    assert counts["cr_kernels"] > 20 and counts["cr_gates"] > 5 and counts["cr_path_rows"] > 50
+    counts = assert_same_coupling(con)
+    assert counts["wi_coupled_arrivals_raw"] > 50 and counts["wi_coupled_gates"] > 10 and counts["cluster_gates"] > 0
+    con.close()
+
+
+EDGE_COLLECTIVES = [
+    # a gloo call whose thread goes on to a second one that takes 1.5 ms: the first has no
+    # resume within 1 ms (whatif --cluster gates it at the node after the second, which
+    # starts at the second's end); then a blocking call that rank 0 waits 120 us in, ending
+    # the step where the next one starts
+    ([Collective("gloo", resume=None), Collective("gloo", compute=2, transfer=1500),
+      Collective("blocking", late_rank=1, late_us=120)], 0),
+    # NCCL calls launching at their end and start, one touching the next; a zero-length gloo call
+    ([Collective("nccl", launch_at=8), Collective("nccl", compute=2), Collective("nccl", compute=0, launch_at=4),
+      Collective("gloo", late_us=300, dur=0), Collective("blocking", late_us=120, resume=2)], 10),
+    ([Collective("gloo", late_rank=1, late_us=120, transfer=1500, resume=1500),
+      Collective("nccl", nested=True, second_thread=True),
+      Collective("blocking", second_thread=True, late_rank=1, late_us=300)], 0),
+]
+
+
+def test_collectives_on_shared_bounds_keep_their_rows(tmp_path):
+    """A hand-made job of the cases the random ones draw seldom: a gate ending where a step
+    ends and the next begins, and a gloo call whose thread resumes after a later one ended."""
+    rng = random.Random(7)
+    con = analyzed_runs(tmp_path, {"edges": collective_job(rng, tmp_path / "edges", 2, EDGE_COLLECTIVES)})
+    counts = assert_same_crossrank(con)
+    assert counts["cr_gates"] >= 4
+    counts = assert_same_coupling(con)
+    assert counts["cluster_gates"] >= 1
     con.close()

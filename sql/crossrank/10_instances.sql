@@ -28,9 +28,49 @@ WHERE run_id IN (SELECT run_id FROM cr_runs) AND ph = 'X' AND dur_us IS NOT NULL
        OR starts_with(name, 'nccl:') OR starts_with(name, 'gloo:'));
 
 -- Calls with what their nested events say: collective name, size, dtype, group.
+-- A call's members are the collective events of its thread that start at or after its start
+-- and end by its end. A join on the thread with that range compared every call with every
+-- collective event of the thread (issue 32: quadratic in a thread's collectives). Instead, as
+-- for the nodes' python frames (cp_node_events, sql/analysis/60_counted.sql), one ordered
+-- pass over each thread's events and call bounds gives every event its position on the
+-- thread (in start order) and every bound the count of events before it: events starting
+-- before the call's start (ties: the bound first) and at or before its end (ties: the bound
+-- last). The call's candidates are the positions between, whose end is then checked. No
+-- event ends before it starts (ingest rejects a negative duration), and outermost calls do
+-- not overlap, so each event is a candidate of the calls that hold its start only: n log n
+-- in the thread's collective events.
 CREATE OR REPLACE TEMP TABLE cr_calls AS
-WITH calls AS (
-    SELECT * FROM cr_comm_events WHERE is_call AND outside_calls
+WITH calls AS MATERIALIZED (
+    SELECT *, row_number() OVER () AS call_row FROM cr_comm_events WHERE is_call AND outside_calls
+),
+positions AS MATERIALIZED (
+    SELECT *, (sum(is_member) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, bound_order, event_id
+                                    ROWS UNBOUNDED PRECEDING))::BIGINT AS position
+    FROM (
+        SELECT run_id, rank, pid, tid, ts_us, 1 AS bound_order, 1 AS is_member, event_id, end_us, args,
+               NULL::BIGINT AS call_row, NULL::DOUBLE AS call_ts_us, NULL::DOUBLE AS call_end_us
+        FROM cr_comm_events
+        UNION ALL
+        SELECT run_id, rank, pid, tid, ts_us, 0, 0, NULL, NULL, NULL, call_row, ts_us, end_us FROM calls
+        UNION ALL
+        SELECT run_id, rank, pid, tid, end_us, 2, 0, NULL, NULL, NULL, call_row, ts_us, end_us FROM calls
+    )
+),
+call_positions AS (
+    SELECT call_row, run_id, rank, pid, tid, call_ts_us, call_end_us,
+           unnest(range(max(position) FILTER (WHERE bound_order = 0) + 1,
+                        max(position) FILTER (WHERE bound_order = 2) + 1)) AS position
+    FROM positions
+    WHERE is_member = 0
+    GROUP BY call_row, run_id, rank, pid, tid, call_ts_us, call_end_us
+),
+-- (the check goes with the positions' join, on the values the positions carry: with the calls
+-- joined in, the planner may compare them with the events directly)
+members AS (
+    SELECT p.call_row, m.ts_us, m.end_us, m.event_id, m.args
+    FROM call_positions AS p
+    JOIN positions AS m USING (run_id, rank, pid, tid, position)
+    WHERE m.is_member = 1 AND m.ts_us >= p.call_ts_us AND m.end_us <= p.call_end_us
 ),
 described AS (
     SELECT c.run_id, c.rank, c.event_id, c.name AS call_name, c.pid, c.tid, c.ts_us, c.end_us,
@@ -46,9 +86,7 @@ described AS (
            CASE WHEN analysis_dtype_bytes(m.args -> 'Input type' ->> 0) IS NOT NULL
                 THEN m.args -> 'Input type' ->> 0 END AS first_dtype
     FROM calls AS c
-    JOIN cr_comm_events AS m
-        ON m.run_id = c.run_id AND m.rank = c.rank AND m.pid = c.pid AND m.tid = c.tid
-       AND m.ts_us >= c.ts_us AND m.end_us <= c.end_us
+    JOIN members AS m USING (call_row)
 )
 SELECT run_id, rank, event_id, call_name, call_peer, pid, tid, ts_us, end_us,
        arg_min(args ->> 'Collective name', (meta_ts_us, meta_event_id)) FILTER (WHERE args ->> 'Collective name' IS NOT NULL)
@@ -65,23 +103,58 @@ SELECT run_id, rank, event_id, call_name, call_peer, pid, tid, ts_us, end_us,
 FROM described
 GROUP BY run_id, rank, event_id, call_name, call_peer, pid, tid, ts_us, end_us;
 
--- NCCL kernels, with the call that launched them when the launch is in the trace.
+-- NCCL kernels, with the call that launched them when the launch is in the trace: the calls
+-- of the launch's thread that hold its start. Found by positions as the calls' members are:
+-- the launches of each thread in start order, and each call's bounds counting the launches
+-- before them; a call's launches are the positions between (a join on the thread with the
+-- range compared every kernel with every call of its thread).
 CREATE OR REPLACE TEMP TABLE cr_kernels AS
-WITH kernels AS (
+WITH kernels AS MATERIALIZED (
     SELECT g.run_id, g.rank, g.event_id, g.name, g.ts_us, g.end_us, g.args,
-           l.pid AS launch_pid, l.tid AS launch_tid, l.ts_us AS launch_ts_us
+           l.pid AS launch_pid, l.tid AS launch_tid, l.ts_us AS launch_ts_us,
+           row_number() OVER () AS kernel_row
     FROM events AS g
     LEFT JOIN events AS l
         ON l.run_id = g.run_id AND l.rank = g.rank AND l.correlation = g.correlation
        AND l.ph = 'X' AND is_runtime_category(l.cat)
     WHERE g.run_id IN (SELECT run_id FROM cr_runs) AND g.ph = 'X' AND is_gpu_work(g.cat)
       AND (starts_with(g.name, 'ncclKernel') OR starts_with(g.name, 'ncclDevKernel'))
+),
+positions AS MATERIALIZED (
+    SELECT *, (sum(is_launch) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, bound_order, kernel_row
+                                    ROWS UNBOUNDED PRECEDING))::BIGINT AS position
+    FROM (
+        SELECT run_id, rank, launch_pid AS pid, launch_tid AS tid, launch_ts_us AS ts_us, 1 AS bound_order,
+               1 AS is_launch, kernel_row, NULL::BIGINT AS call_event_id
+        FROM kernels
+        UNION ALL
+        SELECT run_id, rank, pid, tid, ts_us, 0, 0, NULL, event_id FROM cr_calls
+        UNION ALL
+        SELECT run_id, rank, pid, tid, end_us, 2, 0, NULL, event_id FROM cr_calls
+    )
+),
+call_positions AS (
+    SELECT run_id, rank, pid, tid, call_event_id,
+           unnest(range(max(position) FILTER (WHERE bound_order = 0) + 1,
+                        max(position) FILTER (WHERE bound_order = 2) + 1)) AS position
+    FROM positions
+    WHERE is_launch = 0
+    GROUP BY run_id, rank, pid, tid, call_event_id
+),
+launched AS (
+    SELECT l.kernel_row, p.run_id, p.rank, p.pid, p.tid, p.call_event_id
+    FROM call_positions AS p
+    JOIN positions AS l USING (run_id, rank, pid, tid, position)
+    WHERE l.is_launch = 1
 )
-SELECT k.*, c.event_id AS call_event_id
+SELECT k.* EXCLUDE (kernel_row), c.event_id AS call_event_id
 FROM kernels AS k
-LEFT JOIN cr_calls AS c
-    ON c.run_id = k.run_id AND c.rank = k.rank AND c.pid = k.launch_pid AND c.tid = k.launch_tid
-   AND k.launch_ts_us BETWEEN c.ts_us AND c.end_us;
+LEFT JOIN (SELECT l.kernel_row, c.* FROM launched AS l
+           JOIN cr_calls AS c
+               ON c.run_id = l.run_id AND c.rank = l.rank AND c.event_id = l.call_event_id
+              AND c.pid = l.pid AND c.tid = l.tid) AS c
+    ON c.kernel_row = k.kernel_row AND c.run_id = k.run_id AND c.rank = k.rank AND c.pid = k.launch_pid
+   AND c.tid = k.launch_tid AND k.launch_ts_us BETWEEN c.ts_us AND c.end_us;
 
 -- gloo executions, paired in order with the rank's calls of the same collective that
 -- launched no kernel: gloo:* annotations of a worker thread (outside any call), and the

@@ -29,21 +29,99 @@ WHERE p.method = 'ctda';
 -- Gates: a collective on a rank's ctda path that waited for another rank's later arrival.
 -- cut_us is the last arrival in this rank's clock; next_upper_us the same instant in the
 -- late rank's clock (its arrival), where the path continues.
+--
+-- Both range lookups go by positions from one ordered pass, as the nodes' python frames do
+-- (cp_node_events, sql/analysis/60_counted.sql); a join on the rank or the step with the range
+-- compared every collective with every window of its rank, and every gate with every path row
+-- of its step (issue 32). A rank's waiting collectives in end order get positions, and each
+-- window's bounds count the ends at or before them: the window's collectives are the
+-- positions between. Then a step's gates in end order, and the gap before each path row (from
+-- the row before's end to its start) counts the ends before it and at or before its start:
+-- the gates that ended in the gap are the positions between. A rank's windows overlap little
+-- and a path's gaps not at all, so each end is a candidate of one or two windows and gaps:
+-- n log n in a rank's collectives and a step's path.
 CREATE OR REPLACE TEMP TABLE cr_gates AS
-WITH waited AS (
-    SELECT i.run_id, w.step, i.rank, i.pg, i.seq, i.name, i.end_us, i.exec_event_id, i.cpu_event_id,
+WITH waiting AS MATERIALIZED (
+    SELECT i.run_id, i.rank, i.pg, i.seq, i.name, i.end_us, i.exec_event_id, i.cpu_event_id,
            i.last_rank AS next_rank,
-           i.start_us + i.wait_us AS cut_us, late.start_us AS next_upper_us
+           i.start_us + i.wait_us AS cut_us, late.start_us AS next_upper_us,
+           row_number() OVER () AS waiting_row
     FROM collective_instances AS i
     JOIN collective_instances AS late
         ON late.run_id = i.run_id AND late.pg = i.pg AND late.seq = i.seq AND late.rank = i.last_rank
-    -- the step of the rank's window that holds the collective's end
-    JOIN cr_windows AS w ON w.run_id = i.run_id AND w.rank = i.rank
-        AND i.end_us > w.start_us AND i.end_us <= w.e2e_end_us
     WHERE i.run_id IN (SELECT run_id FROM cr_runs) AND i.matched AND i.last_rank <> i.rank
       AND i.wait_us > $gate_min_wait_us
+),
+windows AS MATERIALIZED (
+    SELECT *, row_number() OVER () AS window_row FROM cr_windows
+),
+-- ties: an end at a window's start is not in it, one at its end is: the bounds go after the ends
+end_positions AS MATERIALIZED (
+    SELECT *, (sum(is_end) OVER (PARTITION BY run_id, rank ORDER BY t, is_end DESC, waiting_row
+                                 ROWS UNBOUNDED PRECEDING))::BIGINT AS position
+    FROM (
+        SELECT run_id, rank, end_us AS t, 1 AS is_end, waiting_row, NULL::BIGINT AS window_row, NULL AS bound,
+               NULL::DOUBLE AS start_us, NULL::DOUBLE AS e2e_end_us
+        FROM waiting
+        UNION ALL
+        SELECT run_id, rank, start_us, 0, NULL, window_row, 'start', start_us, e2e_end_us FROM windows
+        UNION ALL
+        SELECT run_id, rank, e2e_end_us, 0, NULL, window_row, 'end', start_us, e2e_end_us FROM windows
+    )
+),
+window_ends AS (
+    SELECT window_row, run_id, rank, start_us, e2e_end_us,
+           unnest(range(max(position) FILTER (WHERE bound = 'start') + 1,
+                        max(position) FILTER (WHERE bound = 'end') + 1)) AS position
+    FROM end_positions
+    WHERE is_end = 0
+    GROUP BY window_row, run_id, rank, start_us, e2e_end_us
+),
+-- (every check goes with a positions' join, on the values the positions carry: with both
+-- sides' tables joined in, the planner may compare them directly, every one with every one)
+waited AS MATERIALIZED (
+    SELECT i.run_id, w.step, i.rank, i.pg, i.seq, i.name, i.end_us, i.exec_event_id, i.cpu_event_id,
+           i.next_rank, i.cut_us, i.next_upper_us, row_number() OVER () AS waited_row
+    FROM window_ends AS p
+    JOIN end_positions AS e USING (run_id, rank, position)
+    JOIN waiting AS i ON i.waiting_row = e.waiting_row
+    -- the step of the rank's window that holds the collective's end
+    JOIN windows AS w ON w.window_row = p.window_row
+    WHERE e.is_end = 1 AND e.t > p.start_us AND e.t <= p.e2e_end_us
       AND EXISTS (SELECT 1 FROM cr_windows AS lw
-                  WHERE lw.run_id = i.run_id AND lw.rank = i.last_rank AND lw.step = w.step)
+                  WHERE lw.run_id = i.run_id AND lw.rank = i.next_rank AND lw.step = w.step)
+),
+paths AS MATERIALIZED (
+    SELECT run_id, rank, step, prev_end_us, counted_start_us, row_number() OVER () AS path_row
+    FROM cr_rank_paths
+),
+-- ties: an end at the gap's start or end is in it
+gap_positions AS MATERIALIZED (
+    SELECT *, (sum(is_end) OVER (PARTITION BY run_id, rank, step ORDER BY t, bound_order, waited_row
+                                 ROWS UNBOUNDED PRECEDING))::BIGINT AS position
+    FROM (
+        SELECT run_id, rank, step, end_us AS t, 1 AS bound_order, 1 AS is_end, waited_row, NULL::BIGINT AS path_row,
+               NULL::DOUBLE AS prev_end_us, NULL::DOUBLE AS counted_start_us
+        FROM waited
+        UNION ALL
+        SELECT run_id, rank, step, prev_end_us, 0, 0, NULL, path_row, prev_end_us, counted_start_us FROM paths
+        UNION ALL
+        SELECT run_id, rank, step, counted_start_us, 2, 0, NULL, path_row, prev_end_us, counted_start_us FROM paths
+    )
+),
+-- gates the path resumed after: it left a gap holding the end within the tolerance
+resumed AS (
+    SELECT DISTINCT e.waited_row
+    FROM (SELECT run_id, rank, step, prev_end_us, counted_start_us,
+                 unnest(range(max(position) FILTER (WHERE bound_order = 0) + 1,
+                              max(position) FILTER (WHERE bound_order = 2) + 1)) AS position
+          FROM gap_positions
+          WHERE is_end = 0
+          GROUP BY path_row, run_id, rank, step, prev_end_us, counted_start_us) AS r
+    JOIN gap_positions AS e USING (run_id, rank, step, position)
+    WHERE e.is_end = 1
+      AND e.t BETWEEN r.prev_end_us AND r.counted_start_us
+      AND r.counted_start_us - e.t <= $resume_tolerance_us
 ),
 reached AS (
     SELECT g.* FROM waited AS g
@@ -56,12 +134,9 @@ reached AS (
                     AND e.event_id = g.cpu_event_id AND collective_key(g.name) IN ('send', 'recv')
                     AND c.end_us >= g.cut_us
                     AND c.end_us >= g.end_us - $resume_tolerance_us)
-       OR EXISTS (SELECT 1 FROM cr_rank_paths AS p
-                  WHERE p.run_id = g.run_id AND p.rank = g.rank AND p.step = g.step
-                    AND g.end_us BETWEEN p.prev_end_us AND p.counted_start_us
-                    AND p.counted_start_us - g.end_us <= $resume_tolerance_us)
+       OR g.waited_row IN (SELECT waited_row FROM resumed)
 )
-SELECT row_number() OVER (ORDER BY run_id, step, rank, end_us, pg, seq) AS gate_id, *
+SELECT row_number() OVER (ORDER BY run_id, step, rank, end_us, pg, seq) AS gate_id, * EXCLUDE (waited_row)
 FROM reached;
 
 -- For each gate, the latest gate of the late rank ending before the path enters that rank:
@@ -114,17 +189,91 @@ LEFT JOIN cr_gates AS g ON g.gate_id = h.gate_id;
 
 -- Each hop's stretch of its rank's ctda path, clipped to [lower_us, upper_us]. A clipped
 -- row keeps the share of its counted time that its counted window keeps.
+--
+-- The rows a hop's stretch overlaps are those that start inside it and those that start
+-- before it and run into it. A join on the step with the overlap compared every hop with
+-- every path row of its rank's step (issue 32: the path of a step whose ranks take turns to
+-- be late hops at every collective). Instead both go by positions from one ordered pass per
+-- rank's step: the rows in start order, each stretch's bounds counting the starts before its
+-- lower bound and at or before its upper bound (the rows starting inside are the positions
+-- between); and the stretches in lower-bound order, each row's start and end counting the
+-- lower bounds at or before them (the stretches whose lower bound the row runs over are the
+-- positions between). A path's rows do not overlap, nor do a rank's stretches of one step,
+-- so each row is a candidate of the stretches that hold it only.
 CREATE OR REPLACE TEMP TABLE cr_path_rows AS
-WITH clipped AS (
+WITH hops AS MATERIALIZED (
+    SELECT *, row_number() OVER () AS hop_row FROM cr_hops
+),
+paths AS MATERIALIZED (
+    SELECT *, row_number() OVER () AS path_row FROM cr_rank_paths
+),
+-- row starts inside a stretch; ties: a start at either bound is inside. (Each check goes
+-- with a positions' join, on the values the positions carry: with the hops and the path rows
+-- joined in, the planner may compare them directly, every one with every one.)
+start_positions AS MATERIALIZED (
+    SELECT *, (sum(is_row) OVER (PARTITION BY run_id, rank, step ORDER BY t, bound_order, path_row
+                                 ROWS UNBOUNDED PRECEDING))::BIGINT AS position
+    FROM (
+        SELECT run_id, rank, step, counted_start_us AS t, 1 AS bound_order, 1 AS is_row, path_row,
+               NULL::BIGINT AS hop_row, counted_start_us AS row_start_us, counted_end_us AS row_end_us,
+               NULL::DOUBLE AS lower_us, NULL::DOUBLE AS upper_us
+        FROM paths
+        UNION ALL
+        SELECT run_id, rank, step, lower_us, 0, 0, NULL, hop_row, NULL, NULL, lower_us, upper_us FROM hops
+        UNION ALL
+        SELECT run_id, rank, step, upper_us, 2, 0, NULL, hop_row, NULL, NULL, lower_us, upper_us FROM hops
+    )
+),
+starting_inside AS (
+    SELECT r.hop_row, p.path_row
+    FROM (SELECT hop_row, run_id, rank, step, lower_us, upper_us,
+                 unnest(range(max(position) FILTER (WHERE bound_order = 0) + 1,
+                              max(position) FILTER (WHERE bound_order = 2) + 1)) AS position
+          FROM start_positions
+          WHERE is_row = 0
+          GROUP BY hop_row, run_id, rank, step, lower_us, upper_us) AS r
+    JOIN start_positions AS p USING (run_id, rank, step, position)
+    WHERE p.is_row = 1 AND p.row_end_us >= r.lower_us AND p.row_start_us <= r.upper_us
+),
+-- lower bounds a row runs over; ties: a lower bound at the row's start is not (the row
+-- starts inside that stretch), one at its end is
+lower_positions AS MATERIALIZED (
+    SELECT *, (sum(is_hop) OVER (PARTITION BY run_id, rank, step ORDER BY t, is_hop DESC, hop_row
+                                 ROWS UNBOUNDED PRECEDING))::BIGINT AS position
+    FROM (
+        SELECT run_id, rank, step, lower_us AS t, 1 AS is_hop, hop_row, NULL::BIGINT AS path_row, NULL AS bound,
+               NULL::DOUBLE AS row_start_us, NULL::DOUBLE AS row_end_us, lower_us, upper_us
+        FROM hops
+        UNION ALL
+        SELECT run_id, rank, step, counted_start_us, 0, NULL, path_row, 'start', counted_start_us, counted_end_us,
+               NULL, NULL
+        FROM paths
+        UNION ALL
+        SELECT run_id, rank, step, counted_end_us, 0, NULL, path_row, 'end', counted_start_us, counted_end_us,
+               NULL, NULL
+        FROM paths
+    )
+),
+running_into AS (
+    SELECT h.hop_row, r.path_row
+    FROM (SELECT path_row, run_id, rank, step, row_start_us, row_end_us,
+                 unnest(range(max(position) FILTER (WHERE bound = 'start') + 1,
+                              max(position) FILTER (WHERE bound = 'end') + 1)) AS position
+          FROM lower_positions
+          WHERE is_hop = 0
+          GROUP BY path_row, run_id, rank, step, row_start_us, row_end_us) AS r
+    JOIN lower_positions AS h USING (run_id, rank, step, position)
+    WHERE h.is_hop = 1 AND r.row_end_us >= h.lower_us AND r.row_start_us <= h.upper_us
+),
+clipped AS (
     SELECT h.run_id, h.step, h.hop, h.rank AS node_rank, p.seq AS rank_seq, p.node_id, p.kind,
            p.edge_type, p.gap_kind, p.counted_us,
            greatest(p.counted_start_us, h.lower_us) AS counted_start_us,
            least(p.counted_end_us, h.upper_us) AS counted_end_us,
            p.counted_end_us - p.counted_start_us AS full_window_us
-    FROM cr_hops AS h
-    JOIN cr_rank_paths AS p
-        ON p.run_id = h.run_id AND p.rank = h.rank AND p.step = h.step
-       AND p.counted_end_us >= h.lower_us AND p.counted_start_us <= h.upper_us
+    FROM (SELECT * FROM starting_inside UNION ALL SELECT * FROM running_into) AS o
+    JOIN hops AS h USING (hop_row)
+    JOIN paths AS p USING (path_row)
 )
 SELECT c.*, w.offset_us,
        CASE WHEN full_window_us > 0 THEN (counted_end_us - counted_start_us) / full_window_us ELSE 1 END AS kept_share

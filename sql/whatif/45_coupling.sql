@@ -37,6 +37,52 @@ JOIN traces AS t USING (run_id, rank)
 WHERE i.matched AND i.run_id IN (SELECT run_id FROM runs)
 WINDOW g AS (PARTITION BY i.run_id, i.pg, i.seq);
 
+-- gloo and synchronous collectives with the window that holds their call and the call's
+-- thread (its lane). The window goes by positions from one ordered pass (a join on the rank
+-- with the range compared every call with every window of its rank: issue 32): a rank's
+-- calls in enqueue order get positions, and each window's bounds count the calls before them
+-- (ties: a call at the window's start is in it, one at its end is not); the window's calls are
+-- the positions between. Windows partition a rank's time, so each call is a candidate of one.
+CREATE OR REPLACE TEMP TABLE wi_coupled_calls AS
+WITH coupled_calls AS MATERIALIZED (
+    SELECT *, row_number() OVER () AS call_row FROM wi_coupled_instances WHERE executed_on <> 'nccl_kernel'
+),
+windows AS MATERIALIZED (
+    SELECT *, row_number() OVER () AS window_row FROM wi_windows
+),
+call_positions AS MATERIALIZED (
+    SELECT *, (sum(is_call) OVER (PARTITION BY run_id, rank ORDER BY t, is_call, call_row
+                                  ROWS UNBOUNDED PRECEDING))::BIGINT AS position
+    FROM (
+        SELECT run_id, rank, enqueue_us AS t, 1 AS is_call, call_row, NULL::BIGINT AS window_row, NULL AS bound,
+               NULL::DOUBLE AS start_us, NULL::DOUBLE AS end_us
+        FROM coupled_calls
+        UNION ALL
+        SELECT run_id, rank, start_us, 0, NULL, window_row, 'start', start_us, end_us FROM windows
+        UNION ALL
+        SELECT run_id, rank, end_us, 0, NULL, window_row, 'end', start_us, end_us FROM windows
+    )
+),
+-- (the check goes with the positions' join, on the values the positions carry: with the calls
+-- and the windows joined in, the planner may compare them directly, every one with every one)
+window_calls AS (
+    SELECT c.call_row, w.window_row
+    FROM (SELECT window_row, run_id, rank, start_us, end_us,
+                 unnest(range(max(position) FILTER (WHERE bound = 'start') + 1,
+                              max(position) FILTER (WHERE bound = 'end') + 1)) AS position
+          FROM call_positions
+          WHERE is_call = 0
+          GROUP BY window_row, run_id, rank, start_us, end_us) AS w
+    JOIN call_positions AS c USING (run_id, rank, position)
+    WHERE c.is_call = 1 AND c.t >= w.start_us AND c.t < w.end_us
+)
+SELECT c.* EXCLUDE (call_row), 'cpu/' || e.pid || '/' || e.tid AS call_lane, w.window_index,
+       w.start_us AS window_start_us
+FROM coupled_calls AS c
+JOIN window_calls AS p USING (call_row)
+JOIN events AS e ON e.run_id = c.run_id AND e.rank = c.rank AND e.event_id = c.cpu_event_id
+JOIN windows AS w ON w.window_row = p.window_row;
+
 -- NCCL kernels: the kernel's own node (single-kernel GPU node of the same span).
 CREATE OR REPLACE TEMP TABLE wi_coupled_arrivals_raw AS
 WITH kernels AS (
@@ -48,22 +94,20 @@ WITH kernels AS (
        AND n.start_us = c.start_us AND n.end_us = c.end_us
     WHERE c.executed_on = 'nccl_kernel'
 ),
-calls AS (
-    SELECT c.*, 'cpu/' || e.pid || '/' || e.tid AS call_lane, w.window_index, w.start_us AS window_start_us
-    FROM wi_coupled_instances AS c
-    JOIN events AS e ON e.run_id = c.run_id AND e.rank = c.rank AND e.event_id = c.cpu_event_id
-    JOIN wi_windows AS w
-        ON w.run_id = c.run_id AND w.rank = c.rank AND c.enqueue_us >= w.start_us AND c.enqueue_us < w.end_us
-    WHERE c.executed_on <> 'nccl_kernel'
+-- The node of the call's lane that started last at or before the call, by an ASOF join (a join
+-- with every node of the lane that started before it grew with the square of the lane's
+-- calls: issue 32); of nodes that start at one instant, the last in the window's order (the
+-- join took any).
+lane_starts AS (
+    SELECT window_index, lane, start_us, max(seq) AS seq FROM wi_nodes GROUP BY ALL
 ),
 anchored AS (
-    SELECT c.run_id, c.rank, c.pg, c.seq, c.group_instances, c.window_index, c.call_lane, c.enqueue_us,
+    SELECT DISTINCT c.run_id, c.rank, c.pg, c.seq, c.group_instances, c.window_index, c.call_lane, c.enqueue_us,
            c.start_us, c.window_start_us, c.aligned_start_us,
-           arg_max(n.seq, n.start_us) AS anchor_seq, max(n.start_us) AS anchor_start_us
-    FROM calls AS c
-    LEFT JOIN wi_nodes AS n
+           n.seq AS anchor_seq, n.start_us AS anchor_start_us
+    FROM wi_coupled_calls AS c
+    ASOF LEFT JOIN lane_starts AS n
         ON n.window_index = c.window_index AND n.lane = c.call_lane AND n.start_us <= c.enqueue_us
-    GROUP BY ALL
 ),
 points AS (
     SELECT *, enqueue_us AS t, 'call' AS point FROM anchored
@@ -135,15 +179,52 @@ gapped AS (
     ASOF LEFT JOIN wi_shrink AS s
         ON s.run_id = n.run_id AND s.rank = n.rank AND s.lane = n.lane AND s.from_us <= n.previous_end_us
 ),
-candidates AS (
-    SELECT g.group_index, n.window_index, n.seq AS gate_seq, n.run_id, n.rank, n.lane, n.start_us,
-           n.removed_at_start_us, c.transfer_us, c.end_us
+-- The nodes whose gap holds a collective's end, by positions from one ordered pass (a join on
+-- the rank with the range compared every collective with every CPU node of its rank: issue
+-- 32): the rank's collectives in end order, and each node's gap bounds counting the ends
+-- before its start and at or before its end; the gap's collectives are the positions
+-- between. A lane's gaps do not overlap, so each end is a candidate of one gap per lane.
+ended AS MATERIALIZED (
+    SELECT g.group_index, c.run_id, c.rank, c.transfer_us, c.end_us, row_number() OVER () AS ended_row
     FROM wi_coupled_instances AS c
     JOIN wi_coupled_groups AS g USING (run_id, pg, seq)
-    JOIN (SELECT *, start_us - gap_removed_us AS net_start_us FROM gapped) AS n
-        ON n.run_id = c.run_id AND n.rank = c.rank AND n.start_us >= c.end_us
-       AND n.net_start_us <= c.end_us + $resume_us AND n.previous_end_us <= c.end_us
     WHERE c.executed_on <> 'nccl_kernel'
+),
+gaps AS MATERIALIZED (
+    SELECT *, start_us - gap_removed_us AS net_start_us, row_number() OVER () AS gap_row FROM gapped
+),
+end_positions AS MATERIALIZED (
+    SELECT *, (sum(is_end) OVER (PARTITION BY run_id, rank ORDER BY t, bound_order, ended_row
+                                 ROWS UNBOUNDED PRECEDING))::BIGINT AS position
+    FROM (
+        SELECT run_id, rank, end_us AS t, 1 AS bound_order, 1 AS is_end, ended_row, NULL::BIGINT AS gap_row,
+               NULL::DOUBLE AS previous_end_us, NULL::DOUBLE AS start_us, NULL::DOUBLE AS net_start_us
+        FROM ended
+        UNION ALL
+        SELECT run_id, rank, previous_end_us, 0, 0, NULL, gap_row, previous_end_us, start_us, net_start_us FROM gaps
+        UNION ALL
+        SELECT run_id, rank, start_us, 2, 0, NULL, gap_row, previous_end_us, start_us, net_start_us FROM gaps
+    )
+),
+-- (the check goes with the positions' join, on the values the positions carry: with the
+-- collectives and the nodes joined in, the planner may compare them directly)
+gap_ends AS (
+    SELECT e.ended_row, g.gap_row
+    FROM (SELECT gap_row, run_id, rank, previous_end_us, start_us, net_start_us,
+                 unnest(range(max(position) FILTER (WHERE bound_order = 0) + 1,
+                              max(position) FILTER (WHERE bound_order = 2) + 1)) AS position
+          FROM end_positions
+          WHERE is_end = 0
+          GROUP BY gap_row, run_id, rank, previous_end_us, start_us, net_start_us) AS g
+    JOIN end_positions AS e USING (run_id, rank, position)
+    WHERE e.is_end = 1 AND g.start_us >= e.t AND g.net_start_us <= e.t + $resume_us AND g.previous_end_us <= e.t
+),
+candidates AS (
+    SELECT c.group_index, n.window_index, n.seq AS gate_seq, n.run_id, n.rank, n.lane, n.start_us,
+           n.removed_at_start_us, c.transfer_us, c.end_us
+    FROM gap_ends AS p
+    JOIN ended AS c USING (ended_row)
+    JOIN gaps AS n USING (gap_row)
 ),
 waits AS (
     SELECT c.group_index, c.window_index, c.gate_seq, c.transfer_us, c.end_us,

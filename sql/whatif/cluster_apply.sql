@@ -20,14 +20,10 @@ WHERE grp.group_index = g.group_index AND w.window_index = g.window_index
 -- it would wait there: the gate holds nothing in the measurement.
 INSERT INTO wi_coupled_gates
 WITH calls AS (
-    SELECT c.run_id, c.rank, c.pg, c.seq, c.enqueue_us, c.end_us, grp.group_index, w.window_index,
-           'cpu/' || e.pid || '/' || e.tid AS lane
-    FROM wi_coupled_instances AS c
+    SELECT c.run_id, c.rank, c.pg, c.seq, c.enqueue_us, c.end_us, grp.group_index, c.window_index,
+           c.call_lane AS lane
+    FROM wi_coupled_calls AS c
     JOIN wi_coupled_groups AS grp USING (run_id, pg, seq)
-    JOIN events AS e ON e.run_id = c.run_id AND e.rank = c.rank AND e.event_id = c.cpu_event_id
-    JOIN wi_windows AS w
-        ON w.run_id = c.run_id AND w.rank = c.rank AND c.enqueue_us >= w.start_us AND c.enqueue_us < w.end_us
-    WHERE c.executed_on <> 'nccl_kernel'
 ),
 gated AS (
     SELECT DISTINCT g.group_index, w.rank FROM wi_coupled_gates AS g JOIN wi_windows AS w USING (window_index)
@@ -38,25 +34,44 @@ lane_nodes AS (
                AS idle_from_us
     FROM wi_nodes WHERE kind = 'cpu'
 ),
+-- the first node of the lane to start after the call and its end, by ASOF joins (a join with
+-- every node of the lane after it grew with the square of the lane's calls: issue 32); of
+-- nodes that start at one instant, the first in the window's order (the join took any)
+lane_starts AS (
+    SELECT window_index, lane, start_us, min(seq) AS seq, arg_min(idle_from_us, seq) AS idle_from_us
+    FROM lane_nodes GROUP BY ALL
+),
+next_nodes AS (
+    SELECT c.*, n.seq AS node_seq, n.start_us AS node_start_us, n.idle_from_us AS node_idle_from_us
+    FROM calls AS c
+    ASOF JOIN lane_starts AS n
+        ON n.window_index = c.window_index AND n.lane = c.lane AND n.start_us >= c.end_us
+    WHERE c.enqueue_us < c.end_us
+    UNION ALL
+    SELECT c.*, n.seq, n.start_us, n.idle_from_us
+    FROM calls AS c
+    ASOF JOIN lane_starts AS n
+        ON n.window_index = c.window_index AND n.lane = c.lane AND n.start_us > c.enqueue_us
+    WHERE c.enqueue_us >= c.end_us
+),
 first_after AS (
     SELECT c.group_index, c.window_index, c.lane, c.end_us, any_value(t.transfer_us) AS transfer_us,
-           arg_min(n.seq, n.start_us) AS gate_seq, min(n.start_us) AS gate_start_us,
-           arg_min(n.idle_from_us, n.start_us) AS idle_from_us
-    FROM calls AS c
+           arg_min(c.node_seq, c.node_start_us) AS gate_seq, min(c.node_start_us) AS gate_start_us,
+           arg_min(c.node_idle_from_us, c.node_start_us) AS idle_from_us
+    FROM next_nodes AS c
     JOIN wi_cluster_transfers AS t USING (run_id, pg, seq)
-    JOIN lane_nodes AS n
-        ON n.window_index = c.window_index AND n.lane = c.lane AND n.start_us >= c.end_us AND n.start_us > c.enqueue_us
     WHERE (c.group_index, c.rank) NOT IN (SELECT group_index, rank FROM gated)
     GROUP BY c.group_index, c.window_index, c.lane, c.end_us
 ),
 -- the resume lag counts from the last collective that ended while the thread sat idle (DDP
--- waits for its buckets in order: an earlier bucket's end is no resume)
+-- waits for its buckets in order: an earlier bucket's end is no resume): the lane's last call
+-- end by the gate's start, by an ASOF join
 last_ends AS (
     SELECT f.window_index, f.gate_seq, max(c.end_us) AS last_end_us
     FROM first_after AS f
-    JOIN calls AS c
-        ON c.window_index = f.window_index AND c.lane = f.lane AND c.end_us >= f.idle_from_us
-       AND c.end_us <= f.gate_start_us
+    ASOF JOIN (SELECT DISTINCT window_index, lane, end_us FROM calls) AS c
+        ON c.window_index = f.window_index AND c.lane = f.lane AND c.end_us <= f.gate_start_us
+    WHERE c.end_us >= f.idle_from_us
     GROUP BY ALL
 )
 SELECT f.group_index, f.window_index, f.gate_seq,
