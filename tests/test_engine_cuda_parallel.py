@@ -348,16 +348,6 @@ def test_pipeline_nccl_pairs_every_send_with_its_recv(db):
     assert [(rank, offset or 0) for rank, offset in offsets] == [(0, 0), (1, 0)]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Work.wait() read as a collective: with NCCL, each blocking dist.send / dist.recv waits on its "
-    "Work, which writes an outermost record_param_comms of its own on the main thread (Collective "
-    "name 'wait', Process Group Ranks '[]', Group size 1, no tensor). sql/crossrank/10_instances.sql "
-    "(cr_calls: every outermost record_param_comms is a call) makes each one a collective instance "
-    "of group '0': 24 a rank, all unmatched 'no other rank of its group in the run' (group_ranks []). "
-    "They also take seqs 1..24 of group '0', so the 2 launchless leftover kernels of rank 0 (seq 1 "
-    "and 3) are unmatched as 'collective differs across ranks: sendrecv / wait' instead of 'no "
-    "partner on rank 1'. warehouse/whatif/cluster.py already skips name 'wait'; the instances, "
-    "their seqs and unmatched_collectives do not"))
 def test_pipeline_nccl_leaves_only_the_kernels_launched_before_the_trace_unmatched(db):
     """The only instances without a partner are 2 SendRecv kernels that ran on rank 0's GPU in
     step 2 but were launched in the warmup step (no launch, no call in the trace): gradients of

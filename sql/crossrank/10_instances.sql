@@ -14,18 +14,25 @@
 CREATE OR REPLACE TEMP TABLE cr_runs AS
 SELECT run_id FROM runs WHERE $run_id IS NULL OR run_id = $run_id;
 
--- CPU-side collective events, outermost or not, on their OS thread.
+-- CPU-side collective events, outermost or not, on their OS thread. A record_param_comms
+-- whose Collective name is 'wait' is a Work.wait() (a blocking NCCL send or recv writes one
+-- after its call): it waits for an earlier call to complete, it is no collective of its own.
 CREATE OR REPLACE TEMP TABLE cr_comm_events AS
-SELECT run_id, rank, event_id, name, pid, tid, ts_us, end_us, args,
-       name = 'record_param_comms' OR starts_with(name, 'c10d::') AS is_call,
-       ts_us >= coalesce(max(end_us) FILTER (WHERE name = 'record_param_comms' OR starts_with(name, 'c10d::')) OVER (
+WITH comm_events AS (
+    SELECT run_id, rank, event_id, name, pid, tid, ts_us, end_us, args,
+           (name = 'record_param_comms' AND args ->> 'Collective name' IS DISTINCT FROM 'wait')
+               OR starts_with(name, 'c10d::') AS is_call
+    FROM events
+    WHERE run_id IN (SELECT run_id FROM cr_runs) AND ph = 'X' AND dur_us IS NOT NULL
+      AND NOT is_device_category(cat)
+      AND (name = 'record_param_comms' OR starts_with(name, 'c10d::')
+           OR starts_with(name, 'nccl:') OR starts_with(name, 'gloo:'))
+)
+SELECT *,
+       ts_us >= coalesce(max(end_us) FILTER (WHERE is_call) OVER (
            PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, end_us DESC, event_id
            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), '-infinity'::DOUBLE) AS outside_calls
-FROM events
-WHERE run_id IN (SELECT run_id FROM cr_runs) AND ph = 'X' AND dur_us IS NOT NULL
-  AND NOT is_device_category(cat)
-  AND (name = 'record_param_comms' OR starts_with(name, 'c10d::')
-       OR starts_with(name, 'nccl:') OR starts_with(name, 'gloo:'));
+FROM comm_events;
 
 -- Calls with what their nested events say: collective name, size, dtype, group.
 -- A call's members are the collective events of its thread that start at or after its start

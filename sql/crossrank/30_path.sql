@@ -161,6 +161,13 @@ FROM starts AS s
 ASOF LEFT JOIN cr_gates AS g
     ON g.run_id = s.run_id AND g.step = s.step AND g.rank = s.rank AND s.upper_us >= g.end_us;
 
+-- A step's path takes each of its gates at most once, going back in time: it needs no more
+-- rounds than the largest step has gates (a fixed cap of 10,000 cut longer paths short, a
+-- step of 16,000 gates in issue 32's growth shapes), and stops there should gates ever loop.
+CREATE OR REPLACE TEMP TABLE cr_hop_limit AS
+SELECT coalesce(max(gates), 0) + 1 AS hops
+FROM (SELECT count(*) AS gates FROM cr_gates GROUP BY run_id, step);
+
 -- The hops: from the last-finishing rank's step end, the latest gate ending before the
 -- current bound, then the late rank from its arrival, and so on.
 CREATE OR REPLACE TEMP TABLE cr_hops AS
@@ -172,7 +179,7 @@ hops AS (
     FROM hops AS h
     JOIN cr_gates AS g ON g.gate_id = h.gate_id
     JOIN cr_next_gates AS n ON n.gate_id = g.gate_id
-    WHERE h.hop < 10000
+    JOIN cr_hop_limit AS l ON h.hop < l.hops
 )
 -- No hop goes back past the start of the step it explains (the first rank's window, in
 -- aligned time): a late rank's window may begin before it, and counting that time would
