@@ -157,6 +157,20 @@ def test_every_bad_key_of_the_cluster_file_gets_its_own_line(tmp_path):
         load_cluster(tmp_path / "broken.toml")
 
 
+def test_every_bad_key_of_a_host_group_gets_its_own_line():
+    groups = [{"first_host": 1, "last_host": "x", "speed": 1}, 7, {"first_host": 1, "last_host": 5, "device_speed": 0.5}]
+    with pytest.raises(CtdaError) as error:
+        check_cluster({"cluster": {"hosts": 2, "devices_per_host": 1, "groups": groups},
+                       "inter_host": {"topology": "single-switch", "bandwidth_gbps": 100}})
+    assert str(error.value).splitlines() == [
+        "cluster file: 5 bad keys:",
+        "  [[cluster.groups]] #1 speed: unknown key (known: first_host, last_host, device_speed)",
+        "  [[cluster.groups]] #1 last_host: 'x' is not a number",
+        "  [[cluster.groups]] #1 device_speed: missing",
+        "  [[cluster.groups]] #2: must be a table",
+        "  [[cluster.groups]] #3: hosts 1-5 are not within 0-1"]
+
+
 def test_the_command_line_gives_one_error_line_and_a_nonzero_exit(tmp_path, run_cli):
     (tmp_path / "bad.toml").write_text('[cluster]\nhosts = 2\n')
     result = run_cli("whatif", "--cluster", str(tmp_path / "bad.toml"))

@@ -57,7 +57,7 @@ KEYS = {
     "inter_host": {"topology": (str, True), "bandwidth_gbps": (float, True), "latency_us": (float, False),
                    "hosts_per_leaf": (int, False), "uplink_gbps": (float, False)},
 }
-GROUP_KEYS = {"first_host": int, "last_host": int, "device_speed": float}
+GROUP_KEYS = {"first_host": (int, True), "last_host": (int, True), "device_speed": (float, True)}
 
 
 def load_cluster(path: str | os.PathLike, overrides: dict[str, object] | None = None) -> ClusterSpec:
@@ -79,6 +79,28 @@ def load_cluster(path: str | os.PathLike, overrides: dict[str, object] | None = 
     return check_cluster(data, str(path))
 
 
+def _checked_table(table: dict, keys: dict[str, tuple[type, bool]], label: str, path: str,
+                   problems: list[str]) -> dict:
+    """The checked values of a section or a group: a problem line, headed `label` ('[section]'
+    or '[[cluster.groups]] #2'), per unknown, missing or bad key; values are checked as
+    `path.key`."""
+    for key in table:
+        if key not in keys:
+            problems.append(f"{label} {key}: unknown key (known: {', '.join(keys)})")
+    values = {}
+    for key, (kind, required) in keys.items():
+        if key not in table:
+            if required:
+                problems.append(f"{label} {key}: missing")
+            continue
+        value, error = _checked(table[key], kind, f"{path}.{key}")
+        if error:
+            problems.append(f"{label} {key}: {error}")
+        else:
+            values[key] = value
+    return values
+
+
 def check_cluster(data: dict, where: str = "cluster file") -> ClusterSpec:
     problems: list[str] = []
     values: dict[str, dict] = {}
@@ -90,39 +112,14 @@ def check_cluster(data: dict, where: str = "cluster file") -> ClusterSpec:
         if not isinstance(table, dict):
             problems.append(f"[{section}]: must be a table")
             continue
-        values[section] = {}
-        for key in table:
-            if key not in keys:
-                problems.append(f"[{section}] {key}: unknown key (known: {', '.join(keys)})")
-        for key, (kind, required) in keys.items():
-            if key not in table:
-                if required:
-                    problems.append(f"[{section}] {key}: missing")
-                continue
-            value, error = _checked(table[key], kind, f"{section}.{key}")
-            if error:
-                problems.append(f"[{section}] {key}: {error}")
-            else:
-                values[section][key] = value
+        values[section] = _checked_table(table, keys, f"[{section}]", section, problems)
     cluster, intra, inter = values.get("cluster", {}), values.get("intra_host", {}), values.get("inter_host", {})
     groups = []
     for i, group in enumerate(cluster.get("groups", [])):
         if not isinstance(group, dict):
             problems.append(f"[[cluster.groups]] #{i + 1}: must be a table")
             continue
-        row = {}
-        for key in group:
-            if key not in GROUP_KEYS:
-                problems.append(f"[[cluster.groups]] #{i + 1} {key}: unknown key (known: {', '.join(GROUP_KEYS)})")
-        for key, kind in GROUP_KEYS.items():
-            if key not in group:
-                problems.append(f"[[cluster.groups]] #{i + 1} {key}: missing")
-                continue
-            value, error = _checked(group[key], kind, f"cluster.groups.{key}")
-            if error:
-                problems.append(f"[[cluster.groups]] #{i + 1} {key}: {error}")
-            else:
-                row[key] = value
+        row = _checked_table(group, GROUP_KEYS, f"[[cluster.groups]] #{i + 1}", "cluster.groups", problems)
         if len(row) == 3:
             if row["last_host"] < row["first_host"] or ("hosts" in cluster and row["last_host"] >= cluster["hosts"]):
                 problems.append(f"[[cluster.groups]] #{i + 1}: hosts {row['first_host']}-{row['last_host']} "
