@@ -171,6 +171,20 @@ def test_every_bad_key_of_a_host_group_gets_its_own_line():
         "  [[cluster.groups]] #3: hosts 1-5 are not within 0-1"]
 
 
+def test_a_host_group_may_start_at_host_0():
+    """Hosts count from 0 (rank r on host r // devices_per_host): a group of the first hosts
+    is `first_host = 0`, and only a negative host is refused."""
+    spec = check_cluster({"cluster": {"hosts": 4, "devices_per_host": 1,
+                                      "groups": [{"first_host": 0, "last_host": 1, "device_speed": 0.5}]},
+                          "inter_host": {"topology": "single-switch", "bandwidth_gbps": 100}})
+    assert spec.groups == ((0, 1, 0.5),)
+    assert [spec.speed_of(device) for device in range(4)] == [0.5, 0.5, 1.0, 1.0]
+    with pytest.raises(CtdaError, match=r"#1 first_host: -1 must be a whole number, 0 or more"):
+        check_cluster({"cluster": {"hosts": 4, "devices_per_host": 1,
+                                   "groups": [{"first_host": -1, "last_host": 1, "device_speed": 0.5}]},
+                       "inter_host": {"topology": "single-switch", "bandwidth_gbps": 100}})
+
+
 def test_the_command_line_gives_one_error_line_and_a_nonzero_exit(tmp_path, run_cli):
     (tmp_path / "bad.toml").write_text('[cluster]\nhosts = 2\n')
     result = run_cli("whatif", "--cluster", str(tmp_path / "bad.toml"))

@@ -154,8 +154,9 @@ def _checked(value, kind, key: str):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None, f"{value!r} is not a number"
     if kind is int:
-        if value != int(value) or value < 1:
-            return None, f"{value!r} must be a whole number, 1 or more"
+        least = 0 if key.startswith("cluster.groups.") else 1  # a group's hosts count from host 0
+        if value != int(value) or value < least:
+            return None, f"{value!r} must be a whole number, {least} or more"
         return int(value), None
     if not math.isfinite(value) or value < 0 or (value == 0 and not key.endswith("latency_us")):
         return None, f"{value!r} must be more than 0" if not key.endswith("latency_us") else f"{value!r} must be 0 or more"
