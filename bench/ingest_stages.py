@@ -2,7 +2,7 @@
 database, stage by stage, against the parse floor.
 
 Each stage is the code the CLI runs, called in the same order in this process (median of
---runs); `process + imports` is the wall time of a process that only imports what the ingest
+--runs; the parse stages are timed between the stages traceio.read_trace announces); `process + imports` is the wall time of a process that only imports what the ingest
 command imports. The stages:
   process + imports   python start, duckdb, pyarrow/numpy, ctda_sql's ingest modules
   read + decompress   the file's bytes, gunzip (isal)
@@ -45,7 +45,6 @@ def imports_wall() -> float:
 
 def staged_ingest(trace: Path, db: Path) -> dict[str, float]:
     """The CLI's ingest of `trace` into a new database at `db`, timed stage by stage."""
-    from ctda_sql.core import sqlfiles
     from ctda_sql.core.connection import connect, sql_of_folders
     from ctda_sql.core.transaction import transaction
     from ctda_sql.ingest import load, traceio
@@ -58,22 +57,9 @@ def staged_ingest(trace: Path, db: Path) -> dict[str, float]:
         times[stage] = times.get(stage, 0.0) + now - clock[0]
         clock[0] = now
 
-    compressed = traceio._read_bytes(trace)
-    text = traceio._decompress(trace, compressed)
-    done("read + decompress")
-    top = traceio._decode_top(trace, text)
-    events_json = memoryview(top.pop("traceEvents"))
-    meta = traceio._decode_meta(trace, top)
-    done("top-level decode")
-    con = traceio._typing_connection(None).cursor()
-    events = traceio._type_events(trace, con, events_json)
-    done("type (DuckDB JSON)")
-    con.register("events", events)
-    traceio._check_events(trace, con, events_json)
-    resolution = traceio._time_resolution(con)
-    odd = tuple(con.execute(sqlfiles.load("ingest/odd_fields.sql")).fetchone())
-    con.close()
-    parsed = traceio._describe(trace, compressed, meta, events, resolution, odd)
+    # read_trace names each stage as it begins: the time since the last one is the stage before
+    finished = iter(["read + decompress", "read + decompress", "top-level decode", "type (DuckDB JSON)"])
+    parsed = traceio.read_trace(trace, on_stage=lambda name, size: done(next(finished)))
     done("checks")
     warehouse = connect(db, for_sql="", macros_for=sql_of_folders("ingest", "views"))
     done("open new database")
