@@ -234,7 +234,7 @@ _ANALYZE = command_parser(".analyze", ANALYZE_OPTIONS)
              "load trace files or folders of rank files as one run", complete=PATHS, writes=True)
 def ingest(state, words):
     from ctda_sql import Warehouse
-    from ctda_sql.cli.main import meta_value, parse_key_values
+    from ctda_sql.cli.main import analyze_loaded, meta_value, parse_key_values
 
     args = _INGEST.parse_args(words)
     analysis = ingest_analysis(args)
@@ -244,8 +244,8 @@ def ingest(state, words):
     outcome = warehouse.ingest(args.paths, run=args.run, meta=meta, replace=args.replace)
     state.schema_changed()
     rows = [(line,) for line in outcome.loaded] + [(f"warning: {w}",) for w in outcome.skipped + outcome.warnings]
-    if analysis is not None and outcome.loaded:
-        rows += [(line,) for line in warehouse.analyze(run=outcome.run_name, **analysis).splitlines()]
+    if analysis is not None:
+        rows += [(line,) for line in analyze_loaded(warehouse, outcome, analysis).splitlines()]
     return Result([f"run {outcome.run_name}"], rows)
 
 

@@ -68,6 +68,8 @@ def test_the_shell_ingest_takes_analyze_too(tmp_path, shared_traces, capsys):
         assert run_and_show(state, f".ingest {shared_traces / 'simple_add.json.gz'} --analyze --method ctda")
         out = capsys.readouterr().out
         assert "analyzed 1 windows of 1 rank(s)" in out
+        assert run_and_show(state, f".ingest {shared_traces / 'simple_add.json.gz'} --analyze")
+        assert "nothing new was loaded: run 'simple_add' not analysed" in capsys.readouterr().out
     finally:
         state.set_output(None)
         state.con.close()

@@ -63,7 +63,7 @@ def cmd_ingest(args) -> int:
         warehouse, cleanup = _lake(args), nullcontext()  # a lake publishes whole partitions only
     else:  # ingest calls no Python UDF and only the macros of its own SQL
         db_path = resolve_db_path(args.db)
-        folders = ("ingest", "views") + (("analysis", "crossrank") if args.analyze else ())
+        folders = ("ingest", "views") + (("analysis", "crossrank") if analysis is not None else ())
         warehouse = Warehouse(db_path, udfs_for="", macros_for=sql_of_folders(*folders))
         # a failure after the load's COMMIT (in --analyze) keeps the new database: work_saved()
         cleanup = _new_database_removed_on_failure(db_path)
@@ -73,7 +73,7 @@ def cmd_ingest(args) -> int:
         _print_loaded(result, args.verbose)
         if analysis is not None:
             # one process for the whole job: no second interpreter start and open (~0.5 s)
-            _analyze_loaded(wh, result, analysis, show_progress=not args.quiet)
+            print(analyze_loaded(wh, result, analysis, show_progress=not args.quiet))
     return 0
 
 
@@ -87,11 +87,12 @@ def _print_loaded(result, verbose: bool) -> None:
     print(f"run {result.run_name!r}: {len(result.loaded)} loaded, {len(result.skipped)} skipped", flush=True)
 
 
-def _analyze_loaded(wh: Warehouse, result, analysis: dict, show_progress: bool) -> None:
+def analyze_loaded(wh: Warehouse, result, analysis: dict, show_progress: bool = False) -> str:
+    """`ingest --analyze` after the load (CLI and shell): analyze's summary of the run, or why
+    it was not analysed."""
     if not result.loaded:
-        print(f"nothing new was loaded: run {result.run_name!r} not analysed (`ctda-sql analyze` does it)")
-        return
-    print(wh.analyze(run=result.run_name, show_progress=show_progress, **analysis))
+        return f"nothing new was loaded: run {result.run_name!r} not analysed (`ctda-sql analyze` does it)"
+    return wh.analyze(run=result.run_name, show_progress=show_progress, **analysis)
 
 
 @contextmanager
