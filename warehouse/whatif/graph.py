@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctda_sql.core.errors import CtdaError
+from ctda_sql.whatif.ordered import OrderedReplay
 
 # replayed instants closer than this are the same (the coupled solve settles to 1e-6 µs)
 TIME_ATOL_US = 1e-5
@@ -136,6 +137,7 @@ class StreamCarry:
     order, so a window's first node there starts after the earlier windows' work ended."""
 
     MAX_ROUNDS = 100_000
+    FAST_ROUNDS = 8    # then one ordered pass (ordered.py): a round settles one window more
 
     def __init__(self, graph: Graph, chain: WindowChain, keys: tuple, first_rows: tuple, carry_rows: tuple):
         self.graph, self.chain = graph, chain
@@ -206,7 +208,9 @@ class StreamCarry:
         depends only on earlier ones, so at most one round per window of a rank)."""
         graph = self.graph
         start = graph.forward_pass()
-        for _ in range(self.MAX_ROUNDS):
+        for round_ in range(self.MAX_ROUNDS):
+            if round_ == self.FAST_ROUNDS and (ordered := OrderedReplay(graph, self.chain, carry=self).solve()):
+                return ordered[0]
             floor, initial = self.bounds(start + graph.duration, self.chain.origins(graph.window_lengths(start)))
             settled = graph.forward_pass(floor, initial)
             if np.allclose(settled, start, rtol=0, atol=1e-6):
@@ -220,6 +224,9 @@ class Coupling:
     windows are solved together until every gate sits at its collective's last arrival."""
 
     MAX_ROUNDS = 10_000
+    # a round settles one collective more (of a chain the change moved); after these, one
+    # ordered pass (ordered.py) solves the rest, unless the matching holds a cycle
+    FAST_ROUNDS = 8
     serialize = None    # whatif --cluster: a process group's transfers run one at a time
 
     def __init__(self, graph: Graph, chain: "WindowChain", arrivals: dict, gates: dict):
@@ -264,6 +271,18 @@ class Coupling:
         np.maximum.at(floor, self.g_row, completion[self.g_group] + self.g_after - origin[self.g_window])
         return floor
 
+    def next_floors(self, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One round: the windows' origins and the gates' floors that the nodes' starts give."""
+        graph = self.graph
+        origin = self.chain.origins(graph.window_lengths(start))
+        base = np.where(self.a_pre_floor, graph.arrivals(start)[self.a_row], start[self.a_row])
+        arrival = origin[self.a_window] + np.where(self.a_has_anchor, base, 0.0) + self.a_offset
+        completion = np.full(self.groups, -np.inf)
+        np.maximum.at(completion, self.a_group, arrival)
+        if self.serialize is not None:
+            completion = self.serialize(completion)
+        return origin, self.floors(completion, origin)
+
     def solve(self, carry: "StreamCarry | None" = None) -> np.ndarray:
         graph = self.graph
         origin = self.chain.origin0
@@ -271,16 +290,12 @@ class Coupling:
         np.maximum.at(completion, self.a_group, self.a_measured)
         floor = self.floors(completion, origin)
         carry_floor, initial = None, None
-        for _ in range(self.MAX_ROUNDS):
+        for round_ in range(self.MAX_ROUNDS):
+            if round_ == self.FAST_ROUNDS and (ordered := OrderedReplay(graph, self.chain, self, carry).solve()):
+                start, self.origin = ordered
+                return start
             start = graph.forward_pass(floor if carry_floor is None else np.maximum(floor, carry_floor), initial)
-            new_origin = self.chain.origins(graph.window_lengths(start))
-            base = np.where(self.a_pre_floor, graph.arrivals(start)[self.a_row], start[self.a_row])
-            arrival = new_origin[self.a_window] + np.where(self.a_has_anchor, base, 0.0) + self.a_offset
-            completion = np.full(self.groups, -np.inf)
-            np.maximum.at(completion, self.a_group, arrival)
-            if self.serialize is not None:
-                completion = self.serialize(completion)
-            new_floor = self.floors(completion, new_origin)
+            new_origin, new_floor = self.next_floors(start)
             settled = (np.allclose(new_floor, floor, rtol=0, atol=1e-6)
                        and np.allclose(new_origin, origin, rtol=0, atol=1e-6))
             if carry is not None:

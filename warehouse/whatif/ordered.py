@@ -1,0 +1,241 @@
+"""The replay solved in one ordered pass (issue 32): every quantity the coupled replay settles
+by repeated forward passes (graph.py's Coupling.solve and StreamCarry.settle) is a max-plus
+function of earlier ones, so one pass in topological order computes the same fixed point.
+
+The repeated passes settle one more collective, or one more window of a rank, per round: a
+chain of K collectives that a change moves costs K passes over every node (quadratic). Here
+the quantities are vertices of one graph, in absolute time (shifted to the earliest origin):
+
+  rows      a node's start: after its edges' sources (+ delay), its window's origin (+ its
+            lead, when it has no predecessor), its gates' collectives (+ after_us), and for a
+            window's first node on a GPU stream, the end of the rank's earlier work there
+  origins   a window's start: its measured start for a rank's first window, else where the
+            previous window ended (its CPU tail, launch-queue gate, or last GPU node) + the gap
+  groups    a collective's completion: its last arrival; a NCCL chain's transfers run in turn
+            (FIFO: after the previous one's start + transfer); a gloo chain's share the link
+            (processor sharing: a delay per collective, settled by repeating the pass)
+  befores   per (window, stream): where the rank's work launched there before the window ends
+
+Vertices are ordered once (Kahn's algorithm, a level of vertices at a time); each pass pushes
+a level's values along its out-edges with numpy. A graph that is not acyclic (inconsistent
+matching) returns None, and the caller keeps the repeated passes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ctda_sql.core.errors import CtdaError
+
+# a pass repeated for processor sharing stops when no collective's delay moves more than this
+SETTLED_US = 1e-7
+MAX_SHARING_PASSES = 1_000
+
+
+class _Edges:
+    """Max-plus edges (value[dst] >= value[src] + delay), collected before ordering."""
+
+    def __init__(self):
+        self.src, self.dst, self.delay = [], [], []
+
+    def add(self, src, dst, delay) -> None:
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        delay = np.broadcast_to(np.asarray(delay, dtype=float), src.shape)
+        keep = np.isfinite(delay)
+        self.src.append(src[keep])
+        self.dst.append(dst[keep])
+        self.delay.append(delay[keep])
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return (np.concatenate(self.src or [np.empty(0, np.int64)]),
+                np.concatenate(self.dst or [np.empty(0, np.int64)]),
+                np.concatenate(self.delay or [np.empty(0)]))
+
+
+def levels(vertices: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+    """Each vertex's level (longest chain of edges into it), or None if the edges hold a cycle."""
+    order = np.argsort(src, kind="stable")
+    targets = dst[order]
+    bounds = np.searchsorted(src[order], np.arange(vertices + 1))
+    waiting = np.bincount(dst, minlength=vertices)
+    level = np.full(vertices, -1, dtype=np.int64)
+    frontier, depth = np.flatnonzero(waiting == 0), 0
+    while frontier.size:
+        level[frontier] = depth
+        first, count = bounds[frontier], bounds[frontier + 1] - bounds[frontier]
+        total = int(count.sum())
+        if total == 0:
+            break
+        # the frontier's out-edges: each vertex's run of edges, laid end to end
+        index = np.repeat(first - np.cumsum(count) + count, count) + np.arange(total)
+        reached, times = np.unique(targets[index], return_counts=True)
+        waiting[reached] -= times
+        frontier, depth = reached[waiting[reached] == 0], depth + 1
+    return level if (level >= 0).all() else None
+
+
+class OrderedReplay:
+    """The coupled replay's rows, origins, collectives and stream ends as one ordered graph."""
+
+    def __init__(self, graph, chain, coupling=None, carry=None):
+        self.graph, self.chain, self.coupling, self.carry = graph, chain, coupling, carry
+        rows, windows = graph.count, len(chain.origin0)
+        groups = coupling.groups if coupling is not None else 0
+        streams = carry.streams if carry is not None else 0
+        self.row0, self.origin_at, self.group_at = 0, rows, rows + windows
+        self.before_at = rows + windows + groups
+        self.vertices = self.before_at + windows * streams
+        self.shift = float(chain.origin0.min()) if windows else 0.0
+        self.base = np.full(self.vertices, -np.inf)    # a vertex's own floor, before any edge
+        self.sharing: list[np.ndarray] = []            # processor-sharing chains' group rows
+        edges = _Edges()
+        self._rows(edges)
+        self._origins(edges)
+        if coupling is not None:
+            self._groups(edges)
+        if carry is not None:
+            self._befores(edges)
+        self.src, self.dst, self.delay = edges.arrays()
+
+    # ---- the graph ----------------------------------------------------------------------
+    def _rows(self, edges: _Edges) -> None:
+        graph = self.graph
+        edges.add(graph.src, graph.dst, graph.delay)
+        lead = graph.initial.copy()
+        if self.carry is not None:
+            # a carry-in node moves with the end of the earlier work it continues (_befores)
+            lead[self.carry.carry_rows[self._carry_measured()]] = -np.inf
+        rows = np.arange(graph.count)
+        edges.add(self.origin_at + graph.window_of_row, rows, lead)
+
+    def _origins(self, edges: _Edges) -> None:
+        """A window starts where the rank's previous one ended (graph.Graph._lengths), + the gap."""
+        graph, chain = self.graph, self.chain
+        heads = np.flatnonzero(chain.head)
+        self.base[self.origin_at + heads] = chain.origin0[heads] - self.shift
+        later = np.flatnonzero(~chain.head)
+        previous = chain.previous[later]
+        gap = chain.gap[later]
+        to = self.origin_at + later
+        tail = graph.has_tail[previous]
+        edges.add(graph.tail_row[previous[tail]], to[tail],
+                  graph.duration[graph.tail_row[previous[tail]]] + graph.tail_us[previous[tail]] + gap[tail])
+        edges.add(self.origin_at + previous[~tail], to[~tail], graph.cpu_end_us[previous[~tail]] + gap[~tail])
+        edges.add(self.origin_at + previous, to, graph.gated_us[previous] + gap)
+        # a window that runs on to its device work ends at its last GPU node when later
+        next_window = np.full(len(chain.origin0), -1, dtype=np.int64)
+        next_window[previous] = later
+        gpu = np.flatnonzero(graph.gpu & graph.device_ends[graph.window_of_row])
+        gpu = gpu[next_window[graph.window_of_row[gpu]] >= 0]
+        following = next_window[graph.window_of_row[gpu]]
+        edges.add(gpu, self.origin_at + following, graph.duration[gpu] + chain.gap[following])
+
+    def _groups(self, edges: _Edges) -> None:
+        """Arrivals into collectives (Coupling.solve's `arrival`), gates out of them, and the
+        order a NCCL chain's transfers run in."""
+        graph, c = self.graph, self.coupling
+        group = self.group_at + c.a_group
+        plain = c.a_has_anchor & ~c.a_pre_floor
+        edges.add(c.a_row[plain], group[plain], c.a_offset[plain])
+        unanchored = ~c.a_has_anchor
+        edges.add(self.origin_at + c.a_window[unanchored], group[unanchored], c.a_offset[unanchored])
+        # a NCCL kernel arrives when its edges let it go (graph.arrivals: no floor, no carry)
+        pre = np.flatnonzero(c.a_has_anchor & c.a_pre_floor)
+        edges.add(self.origin_at + c.a_window[pre], group[pre], graph.initial[c.a_row[pre]] + c.a_offset[pre])
+        by_dst = np.argsort(graph.dst, kind="stable")
+        lo = np.searchsorted(graph.dst[by_dst], c.a_row[pre], side="left")
+        hi = np.searchsorted(graph.dst[by_dst], c.a_row[pre], side="right")
+        count = hi - lo
+        edge = by_dst[np.repeat(lo - np.cumsum(count) + count, count) + np.arange(int(count.sum()))]
+        arrival = np.repeat(pre, count)
+        edges.add(graph.src[edge], group[arrival], graph.delay[edge] + c.a_offset[arrival])
+        edges.add(self.group_at + c.g_group, c.g_row, c.g_after)
+        serialize = c.serialize
+        if serialize is None:
+            return
+        for rows, shared in zip(serialize.segments, serialize.shared):
+            if shared:
+                self.sharing.append(rows)
+            elif len(rows) > 1:  # FIFO: a transfer starts once the previous one's is done
+                edges.add(self.group_at + rows[:-1], self.group_at + rows[1:], serialize.transfer[rows[:-1]])
+
+    def _befores(self, edges: _Edges) -> None:
+        """(window, stream) -> the end of the rank's earlier work on the stream (StreamCarry)."""
+        carry, chain = self.carry, self.chain
+        streams = carry.streams
+        later = np.flatnonzero(~chain.head)
+        previous = chain.previous[later]
+        next_window = np.full(len(chain.origin0), -1, dtype=np.int64)
+        next_window[previous] = later
+        every = np.arange(streams)
+        # the previous window's own end there, and what ended before it
+        from_previous = ~chain.head[previous]
+        edges.add((self.before_at + previous[from_previous, None] * streams + every).ravel(),
+                  (self.before_at + later[from_previous, None] * streams + every).ravel(), 0.0)
+        following = next_window[carry.row_window]
+        counted = following >= 0
+        edges.add(carry.rows[counted], self.before_at + following[counted] * streams + carry.row_stream[counted],
+                  self.graph.duration[carry.rows[counted]])
+        edges.add(self.before_at + carry.first_window * streams + carry.first_stream, carry.first_rows,
+                  carry.first_overlap)
+        moved = self._carry_measured()
+        rows = carry.carry_rows[moved]
+        measured = (carry.measured_before[carry.carry_window, carry.carry_stream]
+                    - chain.origin0[carry.carry_window])[moved]
+        edges.add(self.before_at + carry.carry_window[moved] * streams + carry.carry_stream[moved], rows,
+                  self.graph.initial[rows] - measured)
+
+    def _carry_measured(self) -> np.ndarray:
+        """Carry-in nodes that continue measured earlier work (StreamCarry.bounds' `moved`)."""
+        carry = self.carry
+        return np.isfinite(carry.measured_before[carry.carry_window, carry.carry_stream])
+
+    # ---- the solve ----------------------------------------------------------------------
+    def solve(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(start of every row relative to its window's origin, every window's origin), or
+        None where the dependencies form a cycle."""
+        level = levels(self.vertices, self.src, self.dst)
+        if level is None:
+            return None
+        vertex_order = np.argsort(level, kind="stable")
+        vertex_bounds = np.searchsorted(level[vertex_order], np.arange(level.max(initial=-1) + 2))
+        edge_order = np.argsort(level[self.src], kind="stable")
+        src, dst, delay = self.src[edge_order], self.dst[edge_order], self.delay[edge_order]
+        edge_bounds = np.searchsorted(level[src], np.arange(level.max(initial=-1) + 2))
+        post = np.zeros(self.vertices)     # a gloo collective's wait for the shared link
+        for _ in range(MAX_SHARING_PASSES):
+            value = self._pass(vertex_order, vertex_bounds, src, dst, delay, edge_bounds, post)
+            shared_post = self._sharing_delays(value - post)
+            if np.allclose(shared_post, post, rtol=0, atol=SETTLED_US):
+                return self._relative(value)
+            post = shared_post
+        raise CtdaError("the multi-rank replay did not settle; run with --no-coupling")
+
+    def _pass(self, vertex_order, vertex_bounds, src, dst, delay, edge_bounds, post) -> np.ndarray:
+        best = self.base.copy()
+        value = np.full(self.vertices, -np.inf)
+        for depth in range(len(vertex_bounds) - 1):
+            level = vertex_order[vertex_bounds[depth]:vertex_bounds[depth + 1]]
+            value[level] = best[level] + post[level]
+            lo, hi = edge_bounds[depth], edge_bounds[depth + 1]
+            if hi > lo:
+                np.maximum.at(best, dst[lo:hi], value[src[lo:hi]] + delay[lo:hi])
+        return value
+
+    def _sharing_delays(self, arrival: np.ndarray) -> np.ndarray:
+        """Each gloo collective's wait for the link its chain shares (cluster.processor_sharing),
+        from this pass's last arrivals."""
+        from ctda_sql.whatif.cluster import processor_sharing
+
+        post = np.zeros(self.vertices)
+        transfer = self.coupling.serialize.transfer if self.sharing else None
+        for rows in self.sharing:
+            last = arrival[self.group_at + rows]
+            start = processor_sharing(last, transfer[rows]) - transfer[rows]
+            with np.errstate(invalid="ignore"):  # a collective without arrivals waits for nothing
+                post[self.group_at + rows] = np.where(np.isfinite(last), start - last, 0.0)
+        return post
+
+    def _relative(self, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        origin = value[self.origin_at:self.group_at]
+        start = value[:self.graph.count] - origin[self.graph.window_of_row]
+        return start, origin + self.shift
