@@ -24,12 +24,25 @@ Shapes (each one step on the main thread, written with ctda_sql.tracebuilder):
                among its nodes (what-if's arrivals and gates)
   gloo_steps   gloo in steps of 8 calls: N/64 steps per rank (joins of a rank's calls with its
                windows)
+  nccl_annotated  collectives whose kernels carry no metadata: each launch sits in an
+               nccl:all_reduce annotation (what-if's collectives of older traces, under a
+               network change: 20_collectives.sql's `annotated`)
+  handoffs     one rank, N/40 steps of 8 units (aten::mm launching a kernel, a 430 us
+               loader::next on a loader thread, the main thread idle 590-990 us until it
+               resumes 20 us after it); 3 launches of each step take 400 us and their kernels
+               start 150 us after they return: what-if's inferred waits (wi_inferred_waits,
+               wi_shrink) under --scenario scale and its launch-queue waits (wi_queue_waits)
   ranks        R rank files of one run, each a small_nodes step of --rank-events events
 
 For the multi-rank shapes, --whatif also times a coupled `whatif(persist=False)` after
 analyze, and --cluster sql/whatif/cluster_apply.sql after it (as `whatif --cluster` runs it):
 what-if's coupling (sql/whatif/45_coupling.sql) and the cluster's gates grow with the calls
-of a lane and the nodes around them. --statements N prints, under each input, the N
+of a lane and the nodes around them. --whatif also times handoffs' what-if. --scenario
+picks the scenario it replays: unchanged (the default), scale (aten::add_, aten::mm and
+loader::* at 0.5) or network (--comm-bandwidth-scale 0.5); a changed scenario runs the
+statements an unchanged one skips (inferred waits, the network model). Under a changed
+scenario the coupled replay's Python solver takes a round per collective of a chain:
+--uncoupled replays each rank alone, to look at the SQL. --statements N prints, under each input, the N
 costliest statements of analyze's cross-rank stages and of the what-if, each timed alone.
 
 Cost per event = analyze's wall time / the trace's events (CPU seconds beside it: the machine
@@ -40,7 +53,8 @@ this script twice, once with --code-dir pointing at a checkout of the code befor
 
 Usage: python bench/bench_growth.py [--sizes 8000 32000 128000] [--shapes nested overlapping
        small_nodes python_frames syncs collectives gloo gloo_steps] [--ranks 1 4 16 64]
-       [--rank-events 4000] [--runs 1] [--whatif] [--cluster] [--statements N] [--code-dir DIR]
+       [--rank-events 4000] [--runs 1] [--whatif] [--cluster] [--scenario unchanged|scale|network]
+       [--uncoupled] [--statements N] [--code-dir DIR]
 """
 
 from __future__ import annotations
@@ -57,8 +71,20 @@ from pathlib import Path
 from run_checkout import use_checkout  # bench/ is the script's folder, first on sys.path
 
 REPO_DIR = Path(__file__).resolve().parent.parent
-SHAPES = ("nested", "overlapping", "small_nodes", "python_frames", "syncs", "collectives", "gloo", "gloo_steps")
-MULTI_RANK = ("collectives", "gloo", "gloo_steps")
+SHAPES = ("nested", "overlapping", "small_nodes", "python_frames", "syncs", "collectives", "gloo", "gloo_steps",
+          "nccl_annotated", "handoffs")
+MULTI_RANK = ("collectives", "gloo", "gloo_steps", "nccl_annotated")
+WHATIF_SHAPES = (*MULTI_RANK, "handoffs")
+SCENARIOS = ("unchanged", "scale", "network")
+
+
+def scenario(name: str):
+    """--scenario's what-if changes (scale: the ops of every what-if shape)."""
+    from ctda_sql.whatif.changes import Scale, Scenario
+
+    if name == "scale":
+        return Scenario(scales=(Scale("aten::add_", 0.5), Scale("aten::mm", 0.5), Scale("loader::*", 0.5)))
+    return Scenario(bandwidth_scale=0.5) if name == "network" else Scenario()
 
 
 def _builder(rank: int = 0, world_size: int | None = None):
@@ -120,13 +146,14 @@ def syncs_trace(events: int):
 
 
 def collectives_trace(events: int, rank: int, world_size: int = 2, gloo: bool = False,
-                      calls_per_step: int | None = None):
+                      calls_per_step: int | None = None, annotated: bool = False):
     """`events` / 4 all-reduces of the group 100 us apart (4 events each), in one step or in
     steps of `calls_per_step`. Ranks take turns to arrive 60 us late (call i: rank i mod
     world_size), and every rank's side ends 12 us after the last arrival, so each call is a
     gate of the cross-rank path and the path hops rank at every one. NCCL: the call launches
     its kernel on stream 20 from inside record_param_comms. gloo: a worker thread runs the
-    all-reduce, and an op on the main thread resumes 1 us after it ends."""
+    all-reduce, and an op on the main thread resumes 1 us after it ends. `annotated` (NCCL):
+    the kernel carries no metadata, the launch sits in an nccl:all_reduce annotation."""
     builder = _builder(rank, world_size)
     builder.pid = 1000 + rank
     main = builder.thread(100, "pt_main_thread")
@@ -152,8 +179,33 @@ def collectives_trace(events: int, rank: int, world_size: int = 2, gloo: bool = 
                                **{"Input Dims": [[1024]], "Input type": ["float"]})
             builder.cpu_op(main, "aten::add_", ts=end + 1, dur=4)
         else:
+            if annotated:
+                builder.annotation(main, "nccl:all_reduce", ts=start + 2, dur=3,
+                                   **{"Input Dims": [[1024]], "Input type": ["float"]})
             builder.launch(main, ts=start + 2, dur=2, kernel="ncclDevKernel_AllReduce_Sum_f32_RING_LL", stream=20,
-                           kernel_ts=start + 5, kernel_dur=end - start - 5, **meta)
+                           kernel_ts=start + 5, kernel_dur=end - start - 5, **({} if annotated else meta))
+    return builder
+
+
+def handoffs_trace(events: int):
+    """N/5 units of 1100 us in steps of 8: aten::mm launches a 50 us kernel; a loader thread's
+    loader::next ends 20 us before the main thread resumes in aten::copy_ (idle since the mm
+    ended: a hand-off). Units 0, 3 and 6 of a step launch in 400 us, their kernels starting
+    150 us after the launch returns (a full launch queue: 3 x ~400 us of a 8,800 us step)."""
+    builder = _builder()
+    main, loader = builder.thread(100, "pt_main_thread"), builder.thread(200, "loader")
+    builder.stream(7)
+    units = max(8, events // 5 // 8 * 8)
+    for step in range(units // 8):
+        builder.step(step + 1, main, ts=step * 8800, dur=8800)
+    for i in range(units):
+        base, slow = i * 1100, i % 8 in (0, 3, 6)
+        launch = 400 if slow else 3
+        builder.cpu_op(main, "aten::mm", ts=base + 1, dur=launch + 8)
+        builder.launch(main, ts=base + 2, dur=launch, kernel="mm_kernel", stream=7,
+                       kernel_ts=base + 2 + launch + (150 if slow else 2), kernel_dur=50)
+        builder.cpu_op(loader, "loader::next", ts=base + 550, dur=430)
+        builder.cpu_op(main, "aten::copy_", ts=base + 1000, dur=50)
     return builder
 
 
@@ -164,14 +216,17 @@ def shape_trace(shape: str, events: int):
         return small_nodes_trace(events)
     if shape == "python_frames":
         return small_nodes_trace(events, frames=True)
+    if shape == "handoffs":
+        return handoffs_trace(events)
     return nested_trace(events, overlap=shape == "overlapping")
 
 
 def shape_paths(shape: str, events: int, folder: Path) -> list[Path]:
     """The shape's rank files: the multi-rank shapes write N/2 events per rank."""
     if shape in MULTI_RANK:
-        return [collectives_trace(events // 2, rank, 2, gloo=shape != "collectives",
-                                  calls_per_step=8 if shape == "gloo_steps" else None).write(folder / f"rank-{rank}.json")
+        return [collectives_trace(events // 2, rank, 2, gloo=shape not in ("collectives", "nccl_annotated"),
+                                  calls_per_step=8 if shape == "gloo_steps" else None,
+                                  annotated=shape == "nccl_annotated").write(folder / f"rank-{rank}.json")
                 for rank in range(2)]
     return [shape_trace(shape, events).write(folder / "trace.json")]
 
@@ -238,10 +293,12 @@ def cluster_apply(con, statement_times: StatementTimes | None = None) -> None:
 
 
 def timed_analyze(paths: list[Path], folder: Path, runs: int, extra: tuple[str, ...] = (),
-                  statements: int = 0) -> tuple[int, float, float, dict, list[str]]:
+                  statements: int = 0, changes: str = "unchanged",
+                  coupled: bool = True) -> tuple[int, float, float, dict, list[str]]:
     """(events, median wall s, median CPU s, {extra: (wall s, CPU s)}, lines) of analyze
-    --method all on a fresh ingest; extra "whatif" times a coupled what-if on the analysed
-    database after the last run, and "cluster" cluster_apply.sql after it. With `statements`,
+    --method all on a fresh ingest; extra "whatif" times a what-if of scenario `changes`
+    (coupled or not) on the analysed database after the last run, and "cluster"
+    cluster_apply.sql after it. With `statements`,
     the lines name the costliest statements of the last analyze's cross-rank stages and of
     the what-if."""
     from ctda_sql.engine.analyze import analyze
@@ -263,7 +320,8 @@ def timed_analyze(paths: list[Path], folder: Path, runs: int, extra: tuple[str, 
         if "whatif" in extra or "cluster" in extra:
             from ctda_sql.whatif.replay import whatif
 
-            timed["whatif"] = cpu_timed(lambda: whatif(con, persist=False))
+            timed["whatif"] = cpu_timed(lambda: whatif(con, persist=False, scenario=scenario(changes),
+                                                       coupled=coupled))
         if "cluster" in extra:
             timed["cluster_apply"] = cpu_timed(lambda: cluster_apply(con, statement_times if statements else None))
     con.close()
@@ -294,6 +352,10 @@ def main() -> int:
     parser.add_argument("--whatif", action="store_true", help="also time a coupled what-if (multi-rank shapes)")
     parser.add_argument("--cluster", action="store_true",
                         help="also time cluster_apply.sql after the what-if (multi-rank shapes)")
+    parser.add_argument("--scenario", choices=SCENARIOS, default="unchanged",
+                        help="the what-if's scenario: unchanged, scale (aten::add_, aten::mm, loader::* at 0.5) "
+                             "or network (bandwidth x 0.5)")
+    parser.add_argument("--uncoupled", action="store_true", help="replay each rank alone (no Python solver)")
     parser.add_argument("--statements", type=int, default=0, metavar="N",
                         help="print the N costliest statements of the cross-rank stages and the what-if")
     parser.add_argument("--code-dir", type=Path, default=REPO_DIR, help="the checkout whose engine runs")
@@ -311,7 +373,8 @@ def main() -> int:
             for size in args.sizes:
                 paths = shape_paths(shape, size, folder)
                 print_rows(shape, str(size), *timed_analyze(paths, folder, args.runs,
-                                                            extra if shape in MULTI_RANK else (), args.statements))
+                                                            extra if shape in WHATIF_SHAPES else (), args.statements,
+                                                            args.scenario, not args.uncoupled))
                 for path in paths:
                     path.unlink()
         for ranks in args.ranks:
