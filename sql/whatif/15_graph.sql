@@ -107,12 +107,9 @@ WITH launches AS (
     WHERE e.ph = 'X' AND is_runtime_category(e.cat) AND (e.name ILIKE '%Launch%' OR e.name ILIKE '%MemsetAsync')
       AND (e.run_id, e.rank) IN (SELECT DISTINCT run_id, rank FROM wi_windows)
 ),
-waits AS (
-    SELECT w.window_index, w.window_us, l.run_id, l.rank, l.event_id, l.lane,
-           greatest(l.ts_us + l.typical_us, w.start_us) AS ts_us, least(l.end_us, w.start_us + w.window_us) AS end_us
+slow AS MATERIALIZED (
+    SELECT *, row_number() OVER () AS launch_row
     FROM launches AS l
-    JOIN wi_windows AS w
-        ON w.run_id = l.run_id AND w.rank = l.rank AND l.end_us > w.start_us AND l.ts_us < w.start_us + w.window_us
     WHERE l.dur_us - l.typical_us >= $queue_wait_us
       -- a launch whose own GPU work started within $queue_wait_us of its return found room
       -- in the queue (a full one holds ~1000 launches ahead of it): it was slow for another
@@ -120,6 +117,73 @@ waits AS (
       AND NOT EXISTS (SELECT 1 FROM events AS k
                       WHERE k.run_id = l.run_id AND k.rank = l.rank AND k.correlation = l.correlation
                         AND is_gpu_work(k.cat) AND k.ts_us - l.end_us < $queue_wait_us)
+),
+-- A slow launch and a window of its rank overlap when the window starts in the launch, or the
+-- launch starts in the window after its start. A join on the rank with that range compared
+-- every slow launch with every window of its rank (issue 32: quadratic in a rank's steps).
+-- Instead two ordered passes per rank: the windows in start order, each launch's bounds
+-- counting the windows that start before them (ties: the bounds first), and the launches in
+-- start order, each window's start counting the launches starting at or before it and its
+-- end those starting before it. The positions between are candidates, then checked.
+window_positions AS MATERIALIZED (
+    SELECT *, (sum(is_window) OVER (PARTITION BY run_id, rank ORDER BY at_us, is_window, window_index, launch_row
+                                    ROWS UNBOUNDED PRECEDING))::BIGINT AS position
+    FROM (
+        SELECT run_id, rank, start_us AS at_us, 1 AS is_window, window_index, start_us AS window_start_us,
+               start_us + window_us AS window_end_us, NULL::BIGINT AS launch_row, NULL::BOOLEAN AS is_end,
+               NULL::DOUBLE AS launch_ts_us, NULL::DOUBLE AS launch_end_us
+        FROM wi_windows
+        UNION ALL
+        SELECT run_id, rank, ts_us, 0, NULL, NULL, NULL, launch_row, false, ts_us, end_us FROM slow
+        UNION ALL
+        SELECT run_id, rank, end_us, 0, NULL, NULL, NULL, launch_row, true, ts_us, end_us FROM slow
+    )
+),
+launch_positions AS MATERIALIZED (
+    SELECT *, (sum(is_launch) OVER (PARTITION BY run_id, rank ORDER BY at_us, bound_order, launch_row, window_index
+                                    ROWS UNBOUNDED PRECEDING))::BIGINT AS position
+    FROM (
+        SELECT run_id, rank, ts_us AS at_us, 1 AS bound_order, 1 AS is_launch, launch_row, ts_us AS launch_ts_us,
+               end_us AS launch_end_us, NULL::BIGINT AS window_index, NULL::BOOLEAN AS is_end,
+               NULL::DOUBLE AS window_start_us, NULL::DOUBLE AS window_end_us
+        FROM slow
+        UNION ALL
+        SELECT run_id, rank, start_us, 2, 0, NULL, NULL, NULL, window_index, false, start_us, start_us + window_us
+        FROM wi_windows
+        UNION ALL
+        SELECT run_id, rank, start_us + window_us, 0, 0, NULL, NULL, NULL, window_index, true, start_us,
+               start_us + window_us
+        FROM wi_windows
+    )
+),
+-- (each check goes with its positions' join, on the values the positions carry)
+overlapping AS (
+    SELECT b.launch_row, w.window_index
+    FROM (SELECT launch_row, run_id, rank, any_value(launch_ts_us) AS launch_ts_us,
+                 any_value(launch_end_us) AS launch_end_us,
+                 unnest(range(max(position) FILTER (WHERE NOT is_end) + 1,
+                              max(position) FILTER (WHERE is_end) + 1)) AS position
+          FROM window_positions WHERE is_window = 0 GROUP BY launch_row, run_id, rank) AS b
+    JOIN window_positions AS w USING (run_id, rank, position)
+    WHERE w.is_window = 1 AND w.window_start_us >= b.launch_ts_us
+      AND b.launch_end_us > w.window_start_us AND b.launch_ts_us < w.window_end_us
+    UNION ALL
+    SELECT l.launch_row, b.window_index
+    FROM (SELECT window_index, run_id, rank, any_value(window_start_us) AS window_start_us,
+                 any_value(window_end_us) AS window_end_us,
+                 unnest(range(max(position) FILTER (WHERE NOT is_end) + 1,
+                              max(position) FILTER (WHERE is_end) + 1)) AS position
+          FROM launch_positions WHERE is_launch = 0 GROUP BY window_index, run_id, rank) AS b
+    JOIN launch_positions AS l USING (run_id, rank, position)
+    WHERE l.is_launch = 1 AND b.window_start_us < l.launch_ts_us
+      AND l.launch_end_us > b.window_start_us AND l.launch_ts_us < b.window_end_us
+),
+waits AS (
+    SELECT w.window_index, w.window_us, l.run_id, l.rank, l.event_id, l.lane,
+           greatest(l.ts_us + l.typical_us, w.start_us) AS ts_us, least(l.end_us, w.start_us + w.window_us) AS end_us
+    FROM overlapping AS o
+    JOIN slow AS l USING (launch_row)
+    JOIN wi_windows AS w USING (window_index)
 )
 -- a stray slow launch (a first launch loading modules, the thread preempted) is no full
 -- queue: only windows whose launches waited $queue_share of their length count

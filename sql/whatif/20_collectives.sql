@@ -52,14 +52,58 @@ described AS (
     FROM wi_comm_kernels WHERE args ->> 'Collective name' IS NOT NULL
 ),
 -- the kernels without metadata, with the runtime call that launched them
-launches AS (
+launches AS MATERIALIZED (
     SELECT k.run_id, k.rank, k.event_id, k.dur_us, k.stream, k.ts_us, k.end_us,
-           launch.pid, launch.tid, launch.ts_us AS launch_ts_us, launch.end_us AS launch_end_us
+           launch.pid, launch.tid, launch.ts_us AS launch_ts_us, launch.end_us AS launch_end_us,
+           row_number() OVER () AS launch_row
     FROM wi_comm_kernels AS k
     JOIN events AS launch
         ON launch.run_id = k.run_id AND launch.rank = k.rank AND launch.correlation = k.correlation
        AND is_runtime_category(launch.cat)
     WHERE k.args ->> 'Collective name' IS NULL
+),
+-- A launch's annotations are the nccl:/gloo: annotations of its thread that hold it. A join
+-- on the thread with that range compared every launch with every annotation of its thread
+-- (issue 32: quadratic in a thread's collectives). Instead, as cr_kernels does
+-- (sql/crossrank/10_instances.sql), one ordered pass per thread gives each launch its position
+-- in start order and each annotation's bounds the count of launches before them: starting
+-- before its start (ties: the bound first) and at or before its end (ties: the bound last).
+-- The positions between are the candidates, whose bounds are then checked: annotations of
+-- one thread nest, so each launch is a candidate of the annotations around its start only.
+annotations AS MATERIALIZED (
+    SELECT run_id, rank, pid, tid, name, args, ts_us, end_us, row_number() OVER () AS annotation_row
+    FROM events
+    WHERE cat = 'user_annotation' AND regexp_matches(name, '^(nccl|gloo):') AND end_us IS NOT NULL
+      AND (run_id, rank, pid, tid) IN (SELECT run_id, rank, pid, tid FROM launches)
+),
+positions AS MATERIALIZED (
+    SELECT *, (sum(is_launch) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, bound_order, launch_row
+                                    ROWS UNBOUNDED PRECEDING))::BIGINT AS position
+    FROM (
+        SELECT run_id, rank, pid, tid, launch_ts_us AS ts_us, 1 AS bound_order, 1 AS is_launch, launch_row,
+               launch_end_us, NULL::BIGINT AS annotation_row, NULL::DOUBLE AS annotation_ts_us,
+               NULL::DOUBLE AS annotation_end_us
+        FROM launches
+        UNION ALL
+        SELECT run_id, rank, pid, tid, ts_us, 0, 0, NULL, NULL, annotation_row, ts_us, end_us FROM annotations
+        UNION ALL
+        SELECT run_id, rank, pid, tid, end_us, 2, 0, NULL, NULL, annotation_row, ts_us, end_us FROM annotations
+    )
+),
+annotation_positions AS (
+    SELECT annotation_row, run_id, rank, pid, tid, annotation_ts_us, annotation_end_us,
+           unnest(range(max(position) FILTER (WHERE bound_order = 0) + 1,
+                        max(position) FILTER (WHERE bound_order = 2) + 1)) AS position
+    FROM positions
+    WHERE is_launch = 0
+    GROUP BY annotation_row, run_id, rank, pid, tid, annotation_ts_us, annotation_end_us
+),
+-- (the check goes with the positions' join, on the values the positions carry)
+held AS (
+    SELECT p.annotation_row, l.launch_row
+    FROM annotation_positions AS p
+    JOIN positions AS l USING (run_id, rank, pid, tid, position)
+    WHERE l.is_launch = 1 AND p.annotation_ts_us <= l.ts_us AND p.annotation_end_us >= l.launch_end_us
 ),
 annotated AS (
     SELECT l.run_id, l.rank, l.event_id, l.dur_us,
@@ -67,11 +111,9 @@ annotated AS (
            arg_max(list_product(TRY_CAST(a.args -> '$."Input Dims"[0]' AS DOUBLE[]))
                    * wi_dtype_bytes(a.args ->> '$."Input type"[0]'), a.ts_us) AS bytes,
            any_value(r.ranks) AS group_size, l.stream, l.ts_us, l.end_us
-    FROM launches AS l
-    JOIN events AS a
-        ON a.run_id = l.run_id AND a.rank = l.rank AND a.pid = l.pid AND a.tid = l.tid
-       AND a.cat = 'user_annotation' AND regexp_matches(a.name, '^(nccl|gloo):')
-       AND a.ts_us <= l.launch_ts_us AND a.end_us >= l.launch_end_us
+    FROM held AS h
+    JOIN launches AS l USING (launch_row)
+    JOIN annotations AS a USING (annotation_row)
     JOIN run_ranks AS r ON r.run_id = l.run_id
     GROUP BY l.run_id, l.rank, l.event_id, l.dur_us, l.stream, l.ts_us, l.end_us
 )

@@ -92,6 +92,35 @@ lanes AS (
     WHERE n.method = 'ctda' AND n.kind = 'cpu'
       AND (w.run_id, w.rank) IN (SELECT run_id, rank FROM changed_lanes)
 ),
+-- A window's ops on a thread are the thread's cpu_ops that start in it. A join on the thread
+-- with that range compared every window with every op of the thread (issue 32: quadratic in
+-- a thread's steps). Instead one ordered pass per thread gives each op its position in start
+-- order and each window's bounds the count of ops starting before them (ties: the bounds
+-- first); the positions between are the window's ops.
+lane_rows AS MATERIALIZED (
+    SELECT *, row_number() OVER () AS lane_row FROM lanes
+),
+positions AS MATERIALIZED (
+    SELECT *, (sum(is_op) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, is_op, event_id
+                                ROWS UNBOUNDED PRECEDING))::BIGINT AS position
+    FROM (
+        SELECT run_id, rank, pid, tid, ts_us, 1 AS is_op, event_id, end_us, NULL::BIGINT AS lane_row, NULL AS is_end
+        FROM events
+        WHERE ph = 'X' AND cat = 'cpu_op' AND (run_id, rank, pid, tid) IN (SELECT run_id, rank, pid, tid FROM lanes)
+        UNION ALL
+        SELECT run_id, rank, pid, tid, window_start_us, 0, NULL, NULL, lane_row, false FROM lane_rows
+        UNION ALL
+        SELECT run_id, rank, pid, tid, window_end_us, 0, NULL, NULL, lane_row, true FROM lane_rows
+    )
+),
+lane_positions AS (
+    SELECT l.lane_row, l.run_id, l.rank, l.step, l.pid, l.tid, l.window_start_us, l.window_end_us,
+           unnest(range(max(p.position) FILTER (WHERE NOT p.is_end) + 1,
+                        max(p.position) FILTER (WHERE p.is_end) + 1)) AS position
+    FROM positions AS p
+    JOIN lane_rows AS l USING (lane_row)
+    GROUP BY l.lane_row, l.run_id, l.rank, l.step, l.pid, l.tid, l.window_start_us, l.window_end_us
+),
 lane_ops AS (
     -- a thread's first op in the window waited from the window's start (a step that begins
     -- by taking its batch from a loader thread)
@@ -100,26 +129,63 @@ lane_ops AS (
                                         ORDER BY e.ts_us, e.event_id
                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
                     l.window_start_us) AS idle_from_us
-    FROM lanes AS l
-    JOIN events AS e
-        ON e.run_id = l.run_id AND e.rank = l.rank AND e.pid = l.pid AND e.tid = l.tid AND e.ph = 'X'
-       AND e.cat = 'cpu_op' AND e.ts_us >= l.window_start_us AND e.ts_us < l.window_end_us
+    FROM lane_positions AS l
+    JOIN positions AS e USING (run_id, rank, pid, tid, position)
+    WHERE e.is_op = 1 AND e.ts_us >= l.window_start_us AND e.ts_us < l.window_end_us
 ),
 gaps AS (
     SELECT * FROM lane_ops WHERE ts_us - idle_from_us >= $min_wait_us
 ),
-waits AS (
-    SELECT g.run_id, g.rank, 'cpu/' || g.pid || '/' || g.tid AS lane, g.window_start_us,
-           g.idle_from_us AS from_us, g.ts_us AS to_us,
-           arg_max('cpu/' || p.pid || '/' || p.tid, p.end_us) AS producer_lane,
-           arg_max(p.event_id, p.end_us) AS producer_event_id, max(p.end_us) AS producer_end_us
+-- The producer is the event of another changed thread of the rank that ended last by the
+-- wait's end. A join of the gaps with the rank's events compared every gap with every event
+-- of the changed threads (issue 32). Instead each gap looks up every other changed thread of
+-- its rank in one ordered pass over the thread's event ends (ties: the gap after the events,
+-- and of events ending together the highest id): the last to end by the gap's end, checked
+-- against the gap; the latest of them wins. (An ASOF join here ran as a nested loop: the
+-- planner's estimate of the gaps is under its loop threshold.)
+producers AS MATERIALIZED (
+    SELECT run_id, rank, pid, tid, end_us, max(event_id) AS event_id
+    FROM events
+    WHERE ph = 'X' AND NOT is_device_category(cat) AND NOT starts_with(name, 'ProfilerStep#')
+      AND (run_id, rank, 'cpu/' || pid || '/' || tid) IN (SELECT run_id, rank, lane FROM changed_lanes)
+    GROUP BY run_id, rank, pid, tid, end_us
+),
+lookups AS (
+    SELECT g.run_id, g.rank, g.pid, g.tid, g.window_start_us, g.idle_from_us, g.ts_us,
+           t.pid AS producer_pid, t.tid AS producer_tid
     FROM gaps AS g
-    JOIN events AS p
-        ON p.run_id = g.run_id AND p.rank = g.rank AND p.ph = 'X' AND NOT is_device_category(p.cat)
-       AND (p.run_id, p.rank, 'cpu/' || p.pid || '/' || p.tid) IN (SELECT run_id, rank, lane FROM changed_lanes)
-       AND (p.pid, p.tid) <> (g.pid, g.tid) AND NOT starts_with(p.name, 'ProfilerStep#')
-       AND p.end_us > g.idle_from_us AND p.end_us <= g.ts_us AND p.end_us >= g.ts_us - $handoff_us
-    GROUP BY ALL
+    JOIN (SELECT DISTINCT run_id, rank, pid, tid FROM producers) AS t
+        ON t.run_id = g.run_id AND t.rank = g.rank AND (t.pid, t.tid) <> (g.pid, g.tid)
+),
+ends AS (
+    SELECT *, last_value(producer IGNORE NULLS) OVER (
+                  PARTITION BY run_id, rank, producer_pid, producer_tid ORDER BY at_us, is_lookup
+                  ROWS UNBOUNDED PRECEDING) AS latest
+    FROM (
+        SELECT run_id, rank, pid AS producer_pid, tid AS producer_tid, end_us AS at_us, 0 AS is_lookup,
+               {'end_us': end_us, 'event_id': event_id} AS producer, NULL AS pid, NULL AS tid,
+               NULL::DOUBLE AS window_start_us, NULL::DOUBLE AS idle_from_us, NULL::DOUBLE AS ts_us
+        FROM producers
+        UNION ALL
+        SELECT run_id, rank, producer_pid, producer_tid, ts_us, 1, NULL, pid, tid, window_start_us, idle_from_us, ts_us
+        FROM lookups
+    )
+),
+latest AS (
+    SELECT run_id, rank, pid, tid, window_start_us, idle_from_us, ts_us, producer_pid, producer_tid,
+           latest.end_us AS producer_end_us, latest.event_id AS producer_event_id
+    FROM ends
+    WHERE is_lookup = 1 AND latest.end_us > idle_from_us AND latest.end_us >= ts_us - $handoff_us
+),
+waits AS (
+    SELECT run_id, rank, 'cpu/' || pid || '/' || tid AS lane, window_start_us,
+           idle_from_us AS from_us, ts_us AS to_us,
+           arg_max('cpu/' || producer_pid || '/' || producer_tid, (producer_end_us, producer_event_id))
+               AS producer_lane,
+           arg_max(producer_event_id, (producer_end_us, producer_event_id)) AS producer_event_id,
+           max(producer_end_us) AS producer_end_us
+    FROM latest
+    GROUP BY run_id, rank, lane, window_start_us, from_us, to_us
 ),
 with_previous AS (
     SELECT *, lag(to_us) OVER handoffs AS previous_handoff_us,
@@ -188,16 +254,31 @@ waits AS (
     FROM parts
     GROUP BY run_id, rank, lane, from_us, to_us
 ),
+-- A wait overlaps a changed stretch of its lane when the stretches starting before its end
+-- reach past its start: the latest end so far in one ordered pass over the lane's stretch
+-- starts and wait ends (ties: the wait first). A NOT EXISTS compared every wait with every
+-- stretch of its lane (issue 32).
+wait_rows AS (
+    SELECT *, row_number() OVER () AS wait_row FROM waits WHERE removed_us > 0
+),
+covered AS (
+    SELECT *, max(stretch_to_us) OVER (PARTITION BY run_id, rank, lane ORDER BY at_us, is_stretch
+                                       ROWS UNBOUNDED PRECEDING) AS covered_to_us
+    FROM (
+        SELECT run_id, rank, lane, from_us AS at_us, 1 AS is_stretch, to_us AS stretch_to_us, NULL::BIGINT AS wait_row
+        FROM wi_work_shrink
+        UNION ALL
+        SELECT run_id, rank, lane, to_us, 0, NULL, wait_row FROM wait_rows
+    )
+),
 stretches AS (
     SELECT run_id, rank, lane, from_us, to_us, removed_rate FROM wi_work_shrink
     UNION ALL
     -- a wait inside a changed stretch already follows that stretch's factor
-    SELECT run_id, rank, lane, from_us, to_us, removed_us / (to_us - from_us)
-    FROM waits AS w
-    WHERE removed_us > 0 AND NOT EXISTS (
-        SELECT 1 FROM wi_work_shrink AS s
-        WHERE s.run_id = w.run_id AND s.rank = w.rank AND s.lane = w.lane AND s.from_us < w.to_us
-          AND s.to_us > w.from_us)
+    SELECT w.run_id, w.rank, w.lane, w.from_us, w.to_us, w.removed_us / (w.to_us - w.from_us)
+    FROM wait_rows AS w
+    JOIN covered AS c USING (wait_row)
+    WHERE NOT coalesce(w.to_us IS NOT NULL AND c.covered_to_us > w.from_us, false)
 )
 SELECT *, coalesce(sum((to_us - from_us) * removed_rate) OVER (
               PARTITION BY run_id, rank, lane ORDER BY from_us
