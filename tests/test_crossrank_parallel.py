@@ -85,12 +85,7 @@ def staged_pipeline_job(folder: Path, stage_us: dict[int, float], slow_us: float
     def p2p(sender_ts, receiver_ts, sender, receiver):
         done = max(sender_ts, receiver_ts) + TRANSFER_US
         for rank, ts, kind, peer in ((sender, sender_ts, "send", receiver), (receiver, receiver_ts, "recv", sender)):
-            call = "c10d::send" if kind == "send" else "c10d::recv_"
-            b[rank].cpu_op(lane[rank], call, ts=ts, dur=2, **{
-                "Input Dims": [[[8, 256]], [], [], []], "Input type": ["TensorList", "", "Scalar", "Scalar"],
-                "Concrete Inputs": ["", "", str(peer), "0"]})
-            b[rank].annotation(lane[rank], f"gloo:{kind}", ts=ts + 2, dur=done - ts - 2,
-                               **{"Input Dims": [[8, 256]], "Input type": ["float"]})
+            p2p_call(b[rank], lane[rank], kind, peer, ts, done)
         return done
 
     backward = "aten::mm_backward"
@@ -115,6 +110,16 @@ def staged_pipeline_job(folder: Path, stage_us: dict[int, float], slow_us: float
     for rank in (0, 1):
         b[rank].write(folder / f"rank-{rank}.json.gz")
     return folder
+
+
+def p2p_call(builder: TraceBuilder, lane, kind: str, peer: int, ts: float, done: float) -> None:
+    """A gloo send or recv to / from `peer` posted at `ts`: its call (2 us), then its gloo:send /
+    gloo:recv on the same thread until `done`."""
+    builder.cpu_op(lane, "c10d::send" if kind == "send" else "c10d::recv_", ts=ts, dur=2, **{
+        "Input Dims": [[[8, 256]], [], [], []], "Input type": ["TensorList", "", "Scalar", "Scalar"],
+        "Concrete Inputs": ["", "", str(peer), "0"]})
+    builder.annotation(lane, f"gloo:{kind}", ts=ts + 2, dur=done - ts - 2,
+                       **{"Input Dims": [[8, 256]], "Input type": ["float"]})
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +181,97 @@ def test_hand_made_pipeline_bubble_is_a_wait_on_the_upstream_stage_not_idle(pipe
     assert cross["path"] >= 2694 - 30 - 3 * 14
     # rank 0's own path cannot explain its ~2.3 ms of waiting for stage 1
     assert own["path"] < 0.5 * cross["path"]
+
+
+# ---- a send that returned before its receiver arrived is no gate -------------------------------
+#
+# One transfer from rank 0 to rank 1, in two versions. Rank 0 runs P (aten::mm 10-110), posts
+# its send at 111 (the call 111-113, then its gloo:send), runs Q (aten::mm, 800 us) once the
+# send returns and the update (aten::add_, 20 us); its step ends 5 us later. Rank 1 runs X
+# (aten::mm 10-600), posts its recv at 601 (the call 601-603, then its gloo:recv until the
+# transfer is done, TRANSFER_US after the later post: 611), runs Y (aten::mm 612-712); its step
+# ends at 720. In both versions the send's wait_us is 601 - 111 = 490 (rank 1 posted last).
+#   buffered: the message is buffered, the send returns at 118, before rank 1 arrives: rank 0
+#     waited for nothing, Q runs 119-919, the update 920-940, rank 0's step ends at 945, last.
+#     The send is no gate: the path is rank 0's own, P and Q (900 us of aten::mm) on it, none
+#     of rank 1. (Read as a gate, the path would cut rank 0 at 601 and put X in place of P, the
+#     send and 482 us of Q.)
+#   rendezvous: the send runs until the transfer is done at 611: rank 0 waited 490 us for rank
+#     1. Q runs 612-1412, the update 1413-1433, the step ends at 1438, last. The send is a gate:
+#     the path runs on rank 0 back to rank 1's arrival at 601 (Q and the update), crosses, and
+#     runs on rank 1 back to its window start at 0 (X, 590 us).
+
+def p2p_job(folder: Path, buffered: bool) -> Path:
+    """Write the two ranks' traces of the transfer above."""
+    folder.mkdir(parents=True, exist_ok=True)
+    # (rank 1's trace is the same in both versions but for its pid: ingest skips a file it has)
+    b = {rank: TraceBuilder(rank=rank, world_size=2, pid=3000 + 10 * buffered + rank) for rank in (0, 1)}
+    lane = {rank: b[rank].thread(300 + rank, "pt_main_thread") for rank in (0, 1)}
+    send_ts, recv_ts = 111, 601
+    done = max(send_ts, recv_ts) + TRANSFER_US
+    send_done = send_ts + 7 if buffered else done
+    p2p_call(b[0], lane[0], "send", 1, send_ts, send_done)
+    p2p_call(b[1], lane[1], "recv", 0, recv_ts, done)
+    b[0].cpu_op(lane[0], "aten::mm", ts=10, dur=100)
+    b[0].cpu_op(lane[0], "aten::mm", ts=send_done + 1, dur=800)
+    b[0].cpu_op(lane[0], "aten::add_", ts=send_done + 802, dur=20)
+    b[0].step(1, lane[0], ts=0, dur=send_done + 827)
+    b[1].cpu_op(lane[1], "aten::mm", ts=10, dur=590)
+    b[1].cpu_op(lane[1], "aten::mm", ts=done + 1, dur=100)
+    b[1].step(1, lane[1], ts=0, dur=720)
+    for rank in (0, 1):
+        b[rank].write(folder / f"rank-{rank}.json.gz")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def p2p_db(tmp_path_factory):
+    root = tmp_path_factory.mktemp("p2p")
+    con = analysed_db(root / "p2p.duckdb", {name: [p2p_job(root / name, name == "buffered")]
+                                            for name in ("buffered", "rendezvous")})
+    yield con
+    con.close()
+
+
+def p2p_path(con, run: str) -> tuple[list[tuple], dict[int, float]]:
+    """The run's cross_rank_segments (hop, rank, from and to relative to rank 0's window start,
+    gate) and the aten::mm time on its cross-rank path per rank."""
+    segments = rows(con, """
+        SELECT s.hop, s.rank, s.from_us - w.start_us AS from_us, s.to_us - w.start_us AS to_us, s.gate_pg, s.gate_seq
+        FROM cross_rank_segments s JOIN runs r USING (run_id)
+        JOIN analysis_windows w ON w.run_id = s.run_id AND w.rank = 0 AND w.step = s.step
+        WHERE r.name = ? ORDER BY s.hop""", [run])
+    compute = rows(con, "SELECT e.node_rank, sum(e.self_us) AS us FROM path_events e JOIN runs r USING (run_id) "
+                        "WHERE r.name = ? AND e.method = 'cross_rank' AND e.name = 'aten::mm' GROUP BY ALL", [run])
+    return ([(s["hop"], s["rank"], round(s["from_us"], 3), round(s["to_us"], 3), s["gate_pg"], s["gate_seq"])
+             for s in segments], {c["node_rank"]: c["us"] for c in compute})
+
+
+def test_a_send_that_waited_for_its_receiver_is_where_the_path_crosses(p2p_db):
+    (send,) = rows(p2p_db, "SELECT i.matched, i.last_rank, i.wait_us FROM collective_instances i "
+                           "JOIN runs r USING (run_id) WHERE r.name = 'rendezvous' AND i.name = 'send'")
+    assert (send["matched"], send["last_rank"], send["wait_us"]) == (True, 1, 490)
+    segments, compute = p2p_path(p2p_db, "rendezvous")
+    assert segments == [(1, 0, 601, 1438, "default:0->1", 1), (2, 1, 0, 601, None, None)]
+    assert compute == {0: pytest.approx(800), 1: pytest.approx(590)}
+
+
+def test_a_send_that_returned_before_its_receiver_arrived_is_no_gate(p2p_db):
+    # matched, and rank 1 arrived 490 us after rank 0 posted: a gate by wait_us alone
+    (send,) = rows(p2p_db, "SELECT i.matched, i.last_rank, i.wait_us, i.end_us - i.start_us AS ran_us "
+                           "FROM collective_instances i JOIN runs r USING (run_id) "
+                           "WHERE r.name = 'buffered' AND i.name = 'send'")
+    assert (send["matched"], send["last_rank"], send["wait_us"], send["ran_us"]) == (True, 1, 490, 7)
+    segments, compute = p2p_path(p2p_db, "buffered")
+    assert segments == [(1, 0, 0, 945, None, None)]
+    assert compute == {0: pytest.approx(900)}
+    # the path is rank 0's own, row for row
+    paths = {method: rows(p2p_db, "SELECT c.node_rank, c.node_id, c.counted_start_us, c.counted_end_us, c.counted_us "
+                                  "FROM critical_path c JOIN runs r USING (run_id) "
+                                  "WHERE r.name = 'buffered' AND c.rank = 0 AND c.method = ? ORDER BY c.seq", [method])
+             for method in ("ctda", "cross_rank")}
+    assert paths["cross_rank"] == paths["ctda"]
+    assert broken_invariants(p2p_db) == {}
 
 
 # ---- recorded runs ---------------------------------------------------------------------------
