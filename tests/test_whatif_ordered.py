@@ -212,3 +212,16 @@ def test_levels_order_a_dag_and_find_a_cycle():
     src, dst = np.array([0, 0, 1, 2, 3]), np.array([1, 2, 3, 3, 4])
     assert levels(5, src, dst).tolist() == [0, 1, 1, 2, 3]
     assert levels(3, np.array([0, 1, 2]), np.array([1, 2, 1])) is None
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_levels_are_the_longest_chains_into_each_vertex(seed):
+    """Wide levels (numpy) and narrow ones (walked in Python) against a direct longest path."""
+    rng = np.random.default_rng(seed)
+    vertices = 400
+    src = rng.integers(0, vertices - 1, 1500)
+    dst = src + 1 + rng.integers(0, np.minimum(vertices - 1 - src, 1 + 60 * (seed % 2)))
+    longest = np.zeros(vertices, dtype=np.int64)
+    for s, d in sorted(zip(src.tolist(), dst.tolist())):
+        longest[d] = max(longest[d], longest[s] + 1)
+    assert levels(vertices, src, dst).tolist() == longest.tolist()

@@ -51,6 +51,12 @@ class _Edges:
                 np.concatenate(self.delay or [np.empty(0)]))
 
 
+# a level with fewer vertices than this is walked in Python: a long chain (a rank's windows one
+# after another) has thousands of levels of one or two vertices, where numpy's per-call cost
+# (a dozen calls a level) is most of the work
+SMALL_LEVEL = 16
+
+
 def levels(vertices: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
     """Each vertex's level (longest chain of edges into it), or None if the edges hold a cycle."""
     order = np.argsort(src, kind="stable")
@@ -61,16 +67,35 @@ def levels(vertices: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None
     frontier, depth = np.flatnonzero(waiting == 0), 0
     while frontier.size:
         level[frontier] = depth
-        first, count = bounds[frontier], bounds[frontier + 1] - bounds[frontier]
-        total = int(count.sum())
-        if total == 0:
-            break
-        # the frontier's out-edges: each vertex's run of edges, laid end to end
-        index = np.repeat(first - np.cumsum(count) + count, count) + np.arange(total)
-        reached, times = np.unique(targets[index], return_counts=True)
-        waiting[reached] -= times
-        frontier, depth = reached[waiting[reached] == 0], depth + 1
+        if frontier.size < SMALL_LEVEL:
+            frontier = _next_small(frontier, bounds, targets, waiting)
+        else:
+            frontier = _next(frontier, bounds, targets, waiting)
+        depth += 1
     return level if (level >= 0).all() else None
+
+
+def _next(frontier, bounds, targets, waiting) -> np.ndarray:
+    """The vertices whose last edge in comes from the frontier."""
+    first, count = bounds[frontier], bounds[frontier + 1] - bounds[frontier]
+    total = int(count.sum())
+    if total == 0:
+        return frontier[:0]
+    # the frontier's out-edges: each vertex's run of edges, laid end to end
+    index = np.repeat(first - np.cumsum(count) + count, count) + np.arange(total)
+    reached, times = np.unique(targets[index], return_counts=True)
+    waiting[reached] -= times
+    return reached[waiting[reached] == 0]
+
+
+def _next_small(frontier, bounds, targets, waiting) -> np.ndarray:
+    ready = []
+    for vertex in frontier.tolist():
+        for target in targets[bounds[vertex]:bounds[vertex + 1]].tolist():
+            waiting[target] -= 1
+            if waiting[target] == 0:
+                ready.append(target)
+    return np.array(sorted(ready), dtype=np.int64)
 
 
 class OrderedReplay:
