@@ -35,14 +35,17 @@ Shapes (each one step on the main thread, written with ctda_sql.tracebuilder):
   ranks        R rank files of one run, each a small_nodes step of --rank-events events
 
 For the multi-rank shapes, --whatif also times a coupled `whatif(persist=False)` after
-analyze, and --cluster sql/whatif/cluster_apply.sql after it (as `whatif --cluster` runs it):
-what-if's coupling (sql/whatif/45_coupling.sql) and the cluster's gates grow with the calls
-of a lane and the nodes around them. --whatif also times handoffs' what-if. --scenario
+analyze, and --cluster sql/whatif/cluster_apply.sql after it (as `whatif --cluster` runs it)
+and then the whole `whatif --cluster` on 2 hosts sharing a 0.4 Gbit/s link (SimGrid, the
+coupled replay with processor sharing on gloo chains): what-if's coupling
+(sql/whatif/45_coupling.sql) and the cluster's gates grow with the calls of a lane and the
+nodes around them. --whatif also times handoffs' what-if. --scenario
 picks the scenario it replays: unchanged (the default), scale (aten::add_, aten::mm and
 loader::* at 0.5) or network (--comm-bandwidth-scale 0.5); a changed scenario runs the
 statements an unchanged one skips (inferred waits, the network model). Under a changed
-scenario the coupled replay's Python solver takes a round per collective of a chain:
---uncoupled replays each rank alone, to look at the SQL. --statements N prints, under each input, the N
+scenario the coupled replay's Python solver took a round per collective of a chain, until it
+switched to one ordered pass after 8 rounds (warehouse/whatif/ordered.py): --uncoupled
+replays each rank alone, to look at the SQL alone. --statements N prints, under each input, the N
 costliest statements of analyze's cross-rank stages and of the what-if, each timed alone.
 
 Cost per event = analyze's wall time / the trace's events (CPU seconds beside it: the machine
@@ -324,9 +327,20 @@ def timed_analyze(paths: list[Path], folder: Path, runs: int, extra: tuple[str, 
                                                        coupled=coupled))
         if "cluster" in extra:
             timed["cluster_apply"] = cpu_timed(lambda: cluster_apply(con, statement_times if statements else None))
+            timed["whatif_cluster"] = cpu_timed(lambda: whatif_cluster(con))
     con.close()
     db.unlink()
     return events, statistics.median(walls), statistics.median(cpus), timed, statement_times.costliest(statements)
+
+
+def whatif_cluster(con) -> None:
+    """The whole `whatif --cluster` of 2 hosts (a rank each) sharing a 0.4 Gbit/s link."""
+    from ctda_sql.whatif.cluster import whatif_cluster as project
+    from ctda_sql.whatif.cluster_file import check_cluster
+
+    project(con, check_cluster({"cluster": {"hosts": 2, "devices_per_host": 1},
+                                "inter_host": {"topology": "shared-link", "bandwidth_gbps": 0.4}}),
+            name="bench_growth shared link")
 
 
 def row(label: str, size: str, events: int, wall: float, cpu: float) -> list[str]:

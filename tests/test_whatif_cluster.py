@@ -134,6 +134,39 @@ def test_concurrent_gloo_collectives_share_the_link_so_the_small_one_ends_first(
     assert processor_sharing(np.array([0.0, 500.0]), np.array([100.0, 84.0])).tolist() == [100.0, 584.0]
 
 
+def shared_in_steps(arrival: list[float], work: list[float]) -> list[float]:
+    """Processor sharing simulated directly: between two instants where a job arrives or ends,
+    every job in progress gets 1 / (jobs in progress) of the server."""
+    remaining, end, now = {}, [float("nan")] * len(arrival), min(arrival)
+    pending = sorted(range(len(arrival)), key=lambda i: arrival[i])
+    while pending or remaining:
+        while pending and arrival[pending[0]] <= now:
+            job = pending.pop(0)
+            remaining[job] = work[job]
+        if not remaining:
+            now = arrival[pending[0]]
+            continue
+        share = len(remaining)
+        until = min(now + min(remaining.values()) * share, arrival[pending[0]] if pending else float("inf"))
+        for job in list(remaining):
+            remaining[job] -= (until - now) / share
+            if remaining[job] <= 1e-9:
+                end[job] = until
+                del remaining[job]
+        now = until
+    return end
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_processor_sharing_ends_each_job_as_the_direct_simulation_does(seed):
+    rng = np.random.default_rng(seed)
+    jobs = int(rng.integers(1, 60))
+    arrival = np.round(rng.uniform(0, 500, jobs), 1 + seed % 2)
+    work = np.round(rng.uniform(0, 80, jobs), 1)
+    assert processor_sharing(arrival, work) == pytest.approx(shared_in_steps(arrival.tolist(), work.tolist()),
+                                                              rel=1e-9, abs=1e-6)
+
+
 # ---- the cluster file -----------------------------------------------------------------------
 
 def test_every_bad_key_of_the_cluster_file_gets_its_own_line(tmp_path):
