@@ -32,6 +32,10 @@ Shapes (each one step on the main thread, written with ctda_sql.tracebuilder):
                resumes 20 us after it); 3 launches of each step take 400 us and their kernels
                start 150 us after they return: what-if's inferred waits (wi_inferred_waits,
                wi_shrink) under --scenario scale and its launch-queue waits (wi_queue_waits)
+  autograd     N/6 ops (op, child, launch, kernel), in runs of 50 taking turns between the main
+               thread and the autograd thread: the threads' hand-offs (the GIL link)
+  many_streams N/3 ops each launching a 30 us kernel on one of 32 streams in turn: 32 GPU lanes
+               whose kernels overlap
   ranks        R rank files of one run, each a small_nodes step of --rank-events events
 
 For the multi-rank shapes, --whatif also times a coupled `whatif(persist=False)` after
@@ -74,10 +78,11 @@ from pathlib import Path
 from run_checkout import use_checkout  # bench/ is the script's folder, first on sys.path
 
 REPO_DIR = Path(__file__).resolve().parent.parent
-SHAPES = ("nested", "overlapping", "small_nodes", "python_frames", "syncs", "collectives", "gloo", "gloo_steps",
+SHAPES = ("nested", "overlapping", "small_nodes", "python_frames", "syncs", "autograd", "many_streams",
+          "collectives", "gloo", "gloo_steps",
           "nccl_annotated", "handoffs")
 MULTI_RANK = ("collectives", "gloo", "gloo_steps", "nccl_annotated")
-WHATIF_SHAPES = (*MULTI_RANK, "handoffs")
+WHATIF_SHAPES = (*MULTI_RANK, "handoffs", "autograd", "many_streams")
 SCENARIOS = ("unchanged", "scale", "network")
 
 
@@ -212,6 +217,38 @@ def handoffs_trace(events: int):
     return builder
 
 
+def autograd_trace(events: int):
+    """One step, N/6 ops 20 us apart (op, child op, launch, 10 us kernel on stream 7): runs of 50
+    ops on the main thread and on the autograd thread in turn."""
+    builder = _builder()
+    main, backward = builder.thread(100, "pt_main_thread"), builder.thread(200, "pt_autograd_0")
+    builder.stream(7)
+    ops = max(1, events // 6)
+    builder.step(1, main, ts=0, dur=ops * 20 + 40)
+    for i in range(ops):
+        start, lane = 5 + i * 20, main if (i // 50) % 2 == 0 else backward
+        builder.cpu_op(lane, "aten::mm" if lane is main else "MmBackward0", ts=start, dur=12)
+        builder.cpu_op(lane, "aten::addmm", ts=start + 1, dur=8)
+        builder.launch(lane, ts=start + 2, dur=3, kernel="gemm", stream=7, kernel_ts=start + 6, kernel_dur=10)
+    return builder
+
+
+def many_streams_trace(events: int, streams: int = 32):
+    """One step, N/3 ops 10 us apart, each launching a 30 us kernel on the next of 32 streams."""
+    builder = _builder()
+    main = builder.thread(100, "pt_main_thread")
+    for stream in range(streams):
+        builder.stream(7 + stream)
+    ops = max(1, events // 3)
+    builder.step(1, main, ts=0, dur=ops * 10 + 40)
+    for i in range(ops):
+        start = 5 + i * 10
+        builder.cpu_op(main, "aten::mul", ts=start, dur=8)
+        builder.launch(main, ts=start + 1, dur=3, kernel="mul_kernel", stream=7 + i % streams,
+                       kernel_ts=start + 6, kernel_dur=30)
+    return builder
+
+
 def shape_trace(shape: str, events: int):
     if shape == "syncs":
         return syncs_trace(events)
@@ -221,6 +258,10 @@ def shape_trace(shape: str, events: int):
         return small_nodes_trace(events, frames=True)
     if shape == "handoffs":
         return handoffs_trace(events)
+    if shape == "autograd":
+        return autograd_trace(events)
+    if shape == "many_streams":
+        return many_streams_trace(events)
     return nested_trace(events, overlap=shape == "overlapping")
 
 
