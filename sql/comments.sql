@@ -176,7 +176,7 @@ COMMENT ON COLUMN collective_instances.aligned_start_us IS 'start_us minus trace
 COMMENT ON COLUMN collective_instances.aligned_end_us IS 'end_us minus traces.clock_offset_us';
 COMMENT ON COLUMN collective_instances.last_rank IS 'the rank that arrived last (matched instances)';
 COMMENT ON COLUMN collective_instances.skew_us IS 'last arrival minus first arrival, aligned clocks, microseconds';
-COMMENT ON COLUMN collective_instances.wait_us IS 'how long this rank waited for the last arrival, microseconds';
+COMMENT ON COLUMN collective_instances.wait_us IS 'how long this rank waited for the last arrival (last arrival minus its own, aligned clocks), microseconds; 0 where its side ended before the last arrival (a buffered send that returned before its receiver arrived)';
 
 COMMENT ON TABLE cross_rank_segments IS 'the stretches of each rank the cross-rank critical path runs through, per step';
 COMMENT ON COLUMN cross_rank_segments.run_id IS 'run key (runs.run_id)';

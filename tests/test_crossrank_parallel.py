@@ -190,16 +190,19 @@ def test_hand_made_pipeline_bubble_is_a_wait_on_the_upstream_stage_not_idle(pipe
 # send returns and the update (aten::add_, 20 us); its step ends 5 us later. Rank 1 runs X
 # (aten::mm 10-600), posts its recv at 601 (the call 601-603, then its gloo:recv until the
 # transfer is done, TRANSFER_US after the later post: 611), runs Y (aten::mm 612-712); its step
-# ends at 720. In both versions the send's wait_us is 601 - 111 = 490 (rank 1 posted last).
+# ends at 720. A side arrives at its post (the call executes it: no gloo worker thread): rank 0
+# at 111, rank 1 at 601, last, in both versions (skew 490 us, last_rank 1; the recv waited 0).
 #   buffered: the message is buffered, the send returns at 118, before rank 1 arrives: rank 0
-#     waited for nothing, Q runs 119-919, the update 920-940, rank 0's step ends at 945, last.
+#     waited for nothing (wait_us 0; waiting_on charges rank 1 nothing), Q runs 119-919, the
+#     update 920-940, rank 0's step ends at 945, last.
 #     The send is no gate: the path is rank 0's own, P and Q (900 us of aten::mm) on it, none
 #     of rank 1. (Read as a gate, the path would cut rank 0 at 601 and put X in place of P, the
 #     send and 482 us of Q.)
-#   rendezvous: the send runs until the transfer is done at 611: rank 0 waited 490 us for rank
-#     1. Q runs 612-1412, the update 1413-1433, the step ends at 1438, last. The send is a gate:
-#     the path runs on rank 0 back to rank 1's arrival at 601 (Q and the update), crosses, and
-#     runs on rank 1 back to its window start at 0 (X, 590 us).
+#   rendezvous: the send runs until the transfer is done at 611: rank 0 waited 601 - 111 = 490
+#     us for rank 1 (waiting_on charges rank 1 490 us). Q runs 612-1412, the update 1413-1433,
+#     the step ends at 1438, last. The send is a gate: the path runs on rank 0 back to rank 1's
+#     arrival at 601 (Q and the update), crosses, and runs on rank 1 back to its window start
+#     at 0 (X, 590 us).
 
 def p2p_job(folder: Path, buffered: bool) -> Path:
     """Write the two ranks' traces of the transfer above."""
@@ -247,21 +250,35 @@ def p2p_path(con, run: str) -> tuple[list[tuple], dict[int, float]]:
              for s in segments], {c["node_rank"]: c["us"] for c in compute})
 
 
+def p2p_waits(con, run: str) -> tuple[dict[str, tuple], dict]:
+    """The run's send and recv (matched, last_rank, skew_us, wait_us, time it ran) and its
+    waiting_on row."""
+    sides = rows(con, "SELECT i.name, i.matched, i.last_rank, i.skew_us, i.wait_us, i.end_us - i.start_us AS ran_us "
+                      "FROM collective_instances i JOIN runs r USING (run_id) WHERE r.name = ?", [run])
+    (waiting,) = report(con, "waiting_on", run=run)
+    return ({s["name"]: (s["matched"], s["last_rank"], s["skew_us"], s["wait_us"], s["ran_us"]) for s in sides},
+            {key: waiting[key] for key in ("waiting_on_rank", "caused_wait_us", "total_wait_us")})
+
+
 def test_a_send_that_waited_for_its_receiver_is_where_the_path_crosses(p2p_db):
-    (send,) = rows(p2p_db, "SELECT i.matched, i.last_rank, i.wait_us FROM collective_instances i "
-                           "JOIN runs r USING (run_id) WHERE r.name = 'rendezvous' AND i.name = 'send'")
-    assert (send["matched"], send["last_rank"], send["wait_us"]) == (True, 1, 490)
+    sides, waiting = p2p_waits(p2p_db, "rendezvous")
+    # the send waited from its post (111) to the receiver's (601)
+    assert sides == {"send": (True, 1, 490, 490, 500), "recv": (True, 1, 490, 0, 10)}
+    assert waiting == {"waiting_on_rank": 1, "caused_wait_us": 490, "total_wait_us": 490}
     segments, compute = p2p_path(p2p_db, "rendezvous")
     assert segments == [(1, 0, 601, 1438, "default:0->1", 1), (2, 1, 0, 601, None, None)]
     assert compute == {0: pytest.approx(800), 1: pytest.approx(590)}
 
 
 def test_a_send_that_returned_before_its_receiver_arrived_is_no_gate(p2p_db):
-    # matched, and rank 1 arrived 490 us after rank 0 posted: a gate by wait_us alone
-    (send,) = rows(p2p_db, "SELECT i.matched, i.last_rank, i.wait_us, i.end_us - i.start_us AS ran_us "
-                           "FROM collective_instances i JOIN runs r USING (run_id) "
-                           "WHERE r.name = 'buffered' AND i.name = 'send'")
-    assert (send["matched"], send["last_rank"], send["wait_us"], send["ran_us"]) == (True, 1, 490, 7)
+    # matched, and rank 1 arrived 490 us after rank 0 (skew, last_rank), but the send had
+    # returned 483 us before that (111-118): it waited for nothing, and no one is charged with it
+    sides, waiting = p2p_waits(p2p_db, "buffered")
+    assert sides == {"send": (True, 1, 490, 0, 7), "recv": (True, 1, 490, 0, 10)}
+    assert waiting == {"waiting_on_rank": 1, "caused_wait_us": 0, "total_wait_us": 0}
+    (skew,) = report(p2p_db, "collective_skew", run="buffered")
+    assert (skew["last_rank"], skew["skew_us"], skew["wait_us_by_rank"], skew["total_wait_us"]) == (
+        1, 490, {0: 0, 1: 0}, 0)
     segments, compute = p2p_path(p2p_db, "buffered")
     assert segments == [(1, 0, 0, 945, None, None)]
     assert compute == {0: pytest.approx(900)}

@@ -363,24 +363,32 @@ def test_pipeline_nccl_cross_rank_path_hops_only_where_a_rank_waited(db):
     1's send, which arrived at 62126. No send is a gate: each of the 11 sends whose peer arrived
     more than 50 us later (rank 0's 0:0->1 seq 2-6 and 8-12, rank 1's 0:1->0 seq 2) had returned
     0.67-2.17 ms before its receiver arrived (NCCL buffered the 2 MiB message), so its sender
-    waited for nothing. Read as gates, they made step 2 cross twice: at rank 1's send seq 2
-    (14201..14285 us, rank 0's recv at 15070) into rank 0, and back at rank 0's send seq 4."""
+    waited for nothing: their wait_us is 0, where the recvs that waited keep theirs. Read as
+    gates, they made step 2 cross twice: at rank 1's send seq 2 (14201..14285 us, rank 0's recv
+    at 15070) into rank 0, and back at rank 0's send seq 4."""
     segments = rows(db, "SELECT s.step, s.hop, s.rank, s.from_us, s.to_us, s.gate_pg, s.gate_seq "
                         "FROM cross_rank_segments s JOIN runs r USING (run_id) "
                         "WHERE r.name = 'pipeline_nccl' ORDER BY s.step, s.hop")
     assert [(s["step"], s["hop"], s["rank"], round(s["from_us"]), round(s["to_us"]), s["gate_pg"], s["gate_seq"])
             for s in segments] == [(2, 1, 1, 2212, 23334, None, None), (3, 1, 1, 23334, 43627, None, None),
                                    (4, 1, 0, 62126, 63358, "0:1->0", 12), (4, 2, 1, 43627, 62126, None, None)]
-    waited = rows(db, """
-        SELECT i.rank, i.pg, i.seq, i.name, i.start_us, i.end_us, i.wait_us, i.start_us + i.wait_us AS arrival_us
+    # every matched side whose peer arrived more than 50 us later, with that arrival (the
+    # ranks share one clock, offset 0)
+    late = rows(db, """
+        SELECT i.rank, i.pg, i.seq, i.name, i.start_us, i.end_us, i.wait_us, p.start_us AS arrival_us
         FROM collective_instances i JOIN runs r USING (run_id)
-        WHERE r.name = 'pipeline_nccl' AND i.matched AND i.wait_us > 50 ORDER BY i.pg, i.seq""")
-    (gate,) = [w for w in waited if (w["rank"], w["pg"], w["seq"]) == (0, "0:1->0", 12)]
+        JOIN collective_instances p ON p.run_id = i.run_id AND p.pg = i.pg AND p.seq = i.seq AND p.rank = i.last_rank
+        WHERE r.name = 'pipeline_nccl' AND i.matched AND p.start_us - i.start_us > 50 ORDER BY i.pg, i.seq""")
+    (gate,) = [w for w in late if (w["rank"], w["pg"], w["seq"]) == (0, "0:1->0", 12)]
     assert gate["name"] == "recv" and gate["end_us"] > gate["arrival_us"]
     assert (round(gate["start_us"]), round(gate["arrival_us"]), round(gate["end_us"])) == (60261, 62126, 62761)
-    sends = [w for w in waited if w["name"] == "send"]
+    assert gate["wait_us"] == pytest.approx(gate["arrival_us"] - gate["start_us"]) and round(gate["wait_us"]) == 1866
+    # the recvs wait from their start to the send's arrival; the sends waited for nothing
+    assert all(w["wait_us"] == pytest.approx(w["arrival_us"] - w["start_us"]) for w in late if w["name"] == "recv")
+    sends = [w for w in late if w["name"] == "send"]
     assert [(w["rank"], w["pg"], w["seq"]) for w in sends] == [
         *((0, "0:0->1", seq) for seq in (2, 3, 4, 5, 6, 8, 9, 10, 11, 12)), (1, "0:1->0", 2)]
+    assert [w["wait_us"] for w in sends] == [0] * 11
     early = [w["arrival_us"] - w["end_us"] for w in sends]
     assert 660 < min(early) and max(early) < 2170, early
 
@@ -416,7 +424,8 @@ def test_pipeline_nccl_cross_rank_path_follows_the_host_bound_stage_and_counts_n
         assert cross[step] == pytest.approx(own[(1, step)])
     assert {step: round(c, 3) for step, c in cross.items()} == {2: 0.682, 3: 0.688, 4: 0.332}
 
-    # time before a collective's last arrival, on a node executing one that was still running then
+    # time before a collective's last arrival, on a node executing one that was still running
+    # then (a buffered send's wait is 0: it counts none)
     waited = rows(db, """
         SELECT c.method, c.rank, c.step,
                sum(greatest(0, least(c.counted_end_us, i.start_us + i.wait_us) - c.counted_start_us)) AS waited_us
@@ -425,7 +434,7 @@ def test_pipeline_nccl_cross_rank_path_follows_the_host_bound_stage_and_counts_n
              AND e.node_rank = c.node_rank AND e.node_id = c.node_id
         JOIN collective_instances i ON i.run_id = c.run_id AND i.rank = c.node_rank AND i.exec_event_id = e.event_id
         WHERE r.name = 'pipeline_nccl' AND c.method IN ('ctda', 'cross_rank') AND c.counted_us > 0
-          AND i.matched AND i.end_us >= i.start_us + i.wait_us
+          AND i.matched AND i.wait_us > 0
         GROUP BY ALL""")
     counted = {(w["method"], w["rank"], w["step"]): w["waited_us"] for w in waited}
     assert {key: us for key, us in counted.items() if key[0] == "cross_rank" and us > 0} == {}

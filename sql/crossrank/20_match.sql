@@ -64,6 +64,11 @@ WHERE traces.run_id = o.run_id AND traces.rank = o.rank;
 -- another rank arrived (beyond $causality_tolerance_us): a collective cannot complete
 -- before its last participant joins, so those are different calls that happen to share a seq.
 -- Of a send/recv pair only the recv cannot complete before the send is posted.
+--
+-- wait_us is how long the rank's side waited for the last arrival. A side that ended before
+-- the last arrival (beyond the same tolerance; after the check above only a send can: NCCL or
+-- gloo buffered the message) waited for nothing: 0. skew_us and last_rank stay the arrivals'
+-- (the receiver did arrive last, that late): they say when the ranks came, not who waited.
 CREATE OR REPLACE TEMP TABLE cr_aligned AS
 WITH aligned AS (
     SELECT m.*, m.start_us - coalesce(o.clock_offset_us, 0) AS aligned_start_us,
@@ -84,7 +89,10 @@ causal AS (
 SELECT *,
     CASE WHEN unmatched_reason IS NULL THEN arg_max(rank, aligned_start_us) OVER g END AS last_rank,
     CASE WHEN unmatched_reason IS NULL THEN max(aligned_start_us) OVER g - min(aligned_start_us) OVER g END AS skew_us,
-    CASE WHEN unmatched_reason IS NULL THEN max(aligned_start_us) OVER g - aligned_start_us END AS wait_us
+    CASE WHEN unmatched_reason IS NULL
+         THEN CASE WHEN aligned_end_us < max(aligned_start_us) OVER g - $causality_tolerance_us THEN 0.0
+                   ELSE max(aligned_start_us) OVER g - aligned_start_us END
+    END AS wait_us
 FROM causal
 WINDOW g AS (PARTITION BY run_id, pg, seq, unmatched_reason IS NULL);
 

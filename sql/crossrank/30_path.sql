@@ -41,25 +41,23 @@ WHERE p.method = 'ctda';
 -- and a path's gaps not at all, so each end is a candidate of one or two windows and gaps:
 -- n log n in a rank's collectives and a step's path.
 --
--- A collective is a gate only where it was still running when its last rank arrived: its end
--- is at or after cut_us, within the tolerance of matching's causality check. Matching already
--- demands that of every matched instance but a send (20_match.sql: a send may complete before
--- its recv), so the condition keeps every other gate and drops the sends that returned before
--- their receiver arrived: NCCL or gloo buffered the message and the sender waited for nothing.
--- Hopping there would put the receiver's time before its arrival on the path in place of the
--- sender's own work.
+-- A collective is a gate only where it was still running when its last rank arrived, which
+-- is what a wait_us above 0 says: 20_match.sql gives a side that ended before the last arrival
+-- (within its causality tolerance) a wait of 0. Matching rules that out for every matched
+-- instance but a send, so this drops the sends that returned before their receiver arrived:
+-- NCCL or gloo buffered the message and the sender waited for nothing. Hopping there would put
+-- the receiver's time before its arrival on the path in place of the sender's own work.
 CREATE OR REPLACE TEMP TABLE cr_gates AS
 WITH waiting AS MATERIALIZED (
     SELECT i.run_id, i.rank, i.pg, i.seq, i.name, i.end_us, i.exec_event_id, i.cpu_event_id,
            i.last_rank AS next_rank,
-           i.start_us + i.wait_us AS cut_us, late.start_us AS next_upper_us,
+           i.start_us + (late.aligned_start_us - i.aligned_start_us) AS cut_us, late.start_us AS next_upper_us,
            row_number() OVER () AS waiting_row
     FROM collective_instances AS i
     JOIN collective_instances AS late
         ON late.run_id = i.run_id AND late.pg = i.pg AND late.seq = i.seq AND late.rank = i.last_rank
     WHERE i.run_id IN (SELECT run_id FROM cr_runs) AND i.matched AND i.last_rank <> i.rank
       AND i.wait_us > $gate_min_wait_us
-      AND i.end_us >= i.start_us + i.wait_us - $causality_tolerance_us
 ),
 windows AS MATERIALIZED (
     SELECT *, row_number() OVER () AS window_row FROM cr_windows

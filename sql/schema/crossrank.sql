@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS collective_instances (
     aligned_end_us DOUBLE,
     last_rank INTEGER,              -- the rank that arrived last (matched instances)
     skew_us DOUBLE,                 -- last arrival minus first arrival, aligned clocks
-    wait_us DOUBLE                  -- how long this rank waited for the last arrival
+    wait_us DOUBLE                  -- how long this rank waited for the last arrival (0: its side, a
+                                    -- buffered send, ended before it)
 );
 
 -- The stretches of each rank the cross-rank path runs through: hop 1 is the rank that
