@@ -30,7 +30,13 @@ WITH runs AS (
 )
 SELECT i.run_id, i.rank, i.pg, i.seq, i.executed_on, i.enqueue_us, i.start_us, i.end_us, i.cpu_event_id,
        i.aligned_start_us,
-       greatest(0.0, i.end_us - coalesce(t.clock_offset_us, 0.0) - max(i.aligned_start_us) OVER g) AS transfer_us,
+       -- a send that returned before its receiver arrived (buffered: matching gives it no wait,
+       -- though it arrived first) ran alone: its whole run is its transfer, and the replay
+       -- holds it for no one (no gate); its arrival still lets the receiver go
+       i.wait_us = 0 AND i.aligned_start_us < max(i.aligned_start_us) OVER g AS returned_early,
+       CASE WHEN returned_early THEN i.end_us - i.start_us
+            ELSE greatest(0.0, i.end_us - coalesce(t.clock_offset_us, 0.0) - max(i.aligned_start_us) OVER g)
+       END AS transfer_us,
        count(*) OVER g AS group_instances
 FROM collective_instances AS i
 JOIN traces AS t USING (run_id, rank)
@@ -87,7 +93,8 @@ JOIN windows AS w ON w.window_row = p.window_row;
 CREATE OR REPLACE TEMP TABLE wi_coupled_arrivals_raw AS
 WITH kernels AS (
     SELECT c.run_id, c.pg, c.seq, c.group_instances, n.window_index, n.seq AS anchor_seq, true AS pre_floor,
-           0.0 AS offset_us, c.transfer_us, c.end_us - c.start_us AS dur_us, c.aligned_start_us AS measured_us
+           0.0 AS offset_us, c.transfer_us, c.end_us - c.start_us AS dur_us, c.aligned_start_us AS measured_us,
+           c.returned_early
     FROM wi_coupled_instances AS c
     JOIN wi_nodes AS n
         ON n.run_id = c.run_id AND n.rank = c.rank AND n.kind = 'gpu' AND NOT n.carry_in
@@ -103,7 +110,7 @@ lane_starts AS (
 ),
 anchored AS (
     SELECT DISTINCT c.run_id, c.rank, c.pg, c.seq, c.group_instances, c.window_index, c.call_lane, c.enqueue_us,
-           c.start_us, c.window_start_us, c.aligned_start_us,
+           c.start_us, c.window_start_us, c.aligned_start_us, c.returned_early,
            n.seq AS anchor_seq, n.start_us AS anchor_start_us
     FROM wi_coupled_calls AS c
     ASOF LEFT JOIN lane_starts AS n
@@ -126,7 +133,8 @@ cpu AS (
            any_value(enqueue_us - coalesce(anchor_start_us, window_start_us))
                - (sum(removed_us) FILTER (WHERE point = 'call') - sum(removed_us) FILTER (WHERE point = 'base'))
                + any_value(start_us - enqueue_us) AS offset_us,
-           NULL::DOUBLE AS transfer_us, NULL::DOUBLE AS dur_us, any_value(aligned_start_us) AS measured_us
+           NULL::DOUBLE AS transfer_us, NULL::DOUBLE AS dur_us, any_value(aligned_start_us) AS measured_us,
+           any_value(returned_early) AS returned_early
     FROM removed
     GROUP BY run_id, rank, pg, seq
 )
@@ -143,7 +151,7 @@ HAVING count(*) = any_value(group_instances);
 
 CREATE OR REPLACE TEMP TABLE wi_coupled_arrivals AS
 SELECT g.group_index, a.window_index, coalesce(a.anchor_seq, -1) AS anchor_seq, a.pre_floor, a.offset_us,
-       a.measured_us,
+       a.measured_us, a.returned_early,
        -- a kernel's share of its measured time that was waiting for the last arrival
        CASE WHEN a.pre_floor AND a.dur_us > 0 THEN 1.0 - least(a.transfer_us, a.dur_us) / a.dur_us END AS wait_share
 FROM wi_coupled_arrivals_raw AS a
@@ -188,7 +196,7 @@ ended AS MATERIALIZED (
     SELECT g.group_index, c.run_id, c.rank, c.transfer_us, c.end_us, row_number() OVER () AS ended_row
     FROM wi_coupled_instances AS c
     JOIN wi_coupled_groups AS g USING (run_id, pg, seq)
-    WHERE c.executed_on <> 'nccl_kernel'
+    WHERE c.executed_on <> 'nccl_kernel' AND NOT c.returned_early
 ),
 gaps AS MATERIALIZED (
     SELECT *, start_us - gap_removed_us AS net_start_us, row_number() OVER () AS gap_row FROM gapped
@@ -251,4 +259,4 @@ SELECT group_index, window_index, gate_seq,
 FROM held
 UNION ALL
 SELECT group_index, window_index, anchor_seq, 0.0, false
-FROM wi_coupled_arrivals WHERE pre_floor;
+FROM wi_coupled_arrivals WHERE pre_floor AND NOT returned_early;

@@ -24,6 +24,7 @@ WITH calls AS (
            c.call_lane AS lane
     FROM wi_coupled_calls AS c
     JOIN wi_coupled_groups AS grp USING (run_id, pg, seq)
+    WHERE NOT c.returned_early  -- a send that returned before its receiver arrived waits for no one
 ),
 gated AS (
     SELECT DISTINCT g.group_index, w.rank FROM wi_coupled_gates AS g JOIN wi_windows AS w USING (window_index)
