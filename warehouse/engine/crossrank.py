@@ -25,7 +25,8 @@ class CrossRankSettings:
     gate_min_wait_us: float = 50.0
     # a blocked CPU thread resumes within this long of the collective's end
     resume_tolerance_us: float = 1000.0
-    # a matched pair is refused when a rank ended it more than this before another arrived
+    # a matched pair is refused when a rank ended it more than this before another arrived;
+    # a send that did (buffered) is kept, but waited for nothing (wait_us 0, no gate)
     causality_tolerance_us: float = 1.0
 
 
