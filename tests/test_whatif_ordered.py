@@ -208,6 +208,22 @@ def test_a_ranks_gpu_stream_carried_across_many_steps_takes_a_few_passes(tmp_pat
     assert statistics.median(r[predicted] for r in ordered.steps) == pytest.approx(60, abs=1)
 
 
+def test_a_graph_with_a_cycle_keeps_the_rounds(runs_db, monkeypatch):
+    """An inconsistent matching could make the graph cyclic: then no ordered pass, and the
+    rounds go on to their answer (here the same as the ordered pass's)."""
+    import ctda_sql.whatif.ordered as ordered
+
+    replays = Replays(monkeypatch)
+    expected, _ = replays.run(runs_db, "gloo_chain", "updates_halved", ordered=True)
+    monkeypatch.setattr(ordered, "levels", lambda *args: None)
+    monkeypatch.setattr(graph.Coupling, "FAST_ROUNDS", 0)
+    replays.seen.clear()
+    replay.whatif(runs_db, run="gloo_chain", scenario=SCENARIOS["updates_halved"], persist=False)
+    assert len(replays.seen) == len(expected) > 0
+    for (start, _), (fallback, _) in zip(expected, replays.seen):
+        assert np.allclose(fallback[np.isfinite(start)], start[np.isfinite(start)], rtol=0, atol=1e-6)
+
+
 def test_levels_order_a_dag_and_find_a_cycle():
     src, dst = np.array([0, 0, 1, 2, 3]), np.array([1, 2, 3, 3, 4])
     assert levels(5, src, dst).tolist() == [0, 1, 1, 2, 3]
