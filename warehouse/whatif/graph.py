@@ -271,14 +271,22 @@ class Coupling:
         np.maximum.at(floor, self.g_row, completion[self.g_group] + self.g_after - origin[self.g_window])
         return floor
 
+    def arrival_times(self, start: np.ndarray, origin: np.ndarray, arrive: np.ndarray) -> np.ndarray:
+        """Each arrival in aligned time: a NCCL kernel's where its edges let it go (`arrive`:
+        graph.arrivals), a call's at its anchor node, plus the measured offset."""
+        base = np.where(self.a_pre_floor, arrive[self.a_row], start[self.a_row])
+        return origin[self.a_window] + np.where(self.a_has_anchor, base, 0.0) + self.a_offset
+
+    def last_arrivals(self, arrival: np.ndarray) -> np.ndarray:
+        completion = np.full(self.groups, -np.inf)
+        np.maximum.at(completion, self.a_group, arrival)
+        return completion
+
     def next_floors(self, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One round: the windows' origins and the gates' floors that the nodes' starts give."""
         graph = self.graph
         origin = self.chain.origins(graph.window_lengths(start))
-        base = np.where(self.a_pre_floor, graph.arrivals(start)[self.a_row], start[self.a_row])
-        arrival = origin[self.a_window] + np.where(self.a_has_anchor, base, 0.0) + self.a_offset
-        completion = np.full(self.groups, -np.inf)
-        np.maximum.at(completion, self.a_group, arrival)
+        completion = self.last_arrivals(self.arrival_times(start, origin, graph.arrivals(start)))
         if self.serialize is not None:
             completion = self.serialize(completion)
         return origin, self.floors(completion, origin)
@@ -286,9 +294,7 @@ class Coupling:
     def solve(self, carry: "StreamCarry | None" = None) -> np.ndarray:
         graph = self.graph
         origin = self.chain.origin0
-        completion = np.full(self.groups, -np.inf)
-        np.maximum.at(completion, self.a_group, self.a_measured)
-        floor = self.floors(completion, origin)
+        floor = self.floors(self.last_arrivals(self.a_measured), origin)
         carry_floor, initial = None, None
         for round_ in range(self.MAX_ROUNDS):
             if round_ == self.FAST_ROUNDS and (ordered := OrderedReplay(graph, self.chain, self, carry).solve()):
@@ -317,8 +323,7 @@ class Coupling:
         wait is spent there, often on another rank, so the path follows it (issue 33)."""
         graph, origin = self.graph, self.origin
         arrive = graph.arrivals(start)
-        base = np.where(self.a_pre_floor, arrive[self.a_row], start[self.a_row])
-        arrival = origin[self.a_window] + np.where(self.a_has_anchor, base, 0.0) + self.a_offset
+        arrival = self.arrival_times(start, origin, arrive)
         # each group's last arrival (the first such row on a tie)
         order = np.lexsort((-arrival, self.a_group))
         groups, first = np.unique(self.a_group[order], return_index=True)
@@ -331,9 +336,7 @@ class Coupling:
         edge_source[graph.dst[binding]] = graph.src[binding]
         source = np.where(self.a_has_anchor, np.where(self.a_pre_floor, edge_source[self.a_row], self.a_row), -1)
         # a gate held its node when the node starts at the gate's floor and its edges let it go sooner
-        completion = np.full(self.groups, -np.inf)
-        np.maximum.at(completion, self.a_group, arrival)
-        floor = completion[self.g_group] + self.g_after - origin[self.g_window]
+        floor = self.last_arrivals(arrival)[self.g_group] + self.g_after - origin[self.g_window]
         held = (np.isclose(start[self.g_row], floor, rtol=0, atol=TIME_ATOL_US)
                 & (arrive[self.g_row] < start[self.g_row] - TIME_ATOL_US) & (last[self.g_group] >= 0))
         out = np.full(graph.count, -1, dtype=np.int64)

@@ -75,14 +75,16 @@ def levels(vertices: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None
     return level if (level >= 0).all() else None
 
 
+def _runs(first: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """The indices first[i] .. first[i] + count[i] - 1 of every run, laid end to end."""
+    return np.repeat(first - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
+
+
 def _next(frontier, bounds, targets, waiting) -> np.ndarray:
     """The vertices whose last edge in comes from the frontier."""
-    first, count = bounds[frontier], bounds[frontier + 1] - bounds[frontier]
-    total = int(count.sum())
-    if total == 0:
+    index = _runs(bounds[frontier], bounds[frontier + 1] - bounds[frontier])  # the frontier's out-edges
+    if index.size == 0:
         return frontier[:0]
-    # the frontier's out-edges: each vertex's run of edges, laid end to end
-    index = np.repeat(first - np.cumsum(count) + count, count) + np.arange(total)
     reached, times = np.unique(targets[index], return_counts=True)
     waiting[reached] -= times
     return reached[waiting[reached] == 0]
@@ -106,12 +108,17 @@ class OrderedReplay:
         rows, windows = graph.count, len(chain.origin0)
         groups = coupling.groups if coupling is not None else 0
         streams = carry.streams if carry is not None else 0
-        self.row0, self.origin_at, self.group_at = 0, rows, rows + windows
+        self.origin_at, self.group_at = rows, rows + windows
         self.before_at = rows + windows + groups
         self.vertices = self.before_at + windows * streams
         self.shift = float(chain.origin0.min()) if windows else 0.0
         self.base = np.full(self.vertices, -np.inf)    # a vertex's own floor, before any edge
         self.sharing: list[np.ndarray] = []            # processor-sharing chains' group rows
+        # each later window of a rank, the one before it, and window -> the one after (-1: none)
+        self.later = np.flatnonzero(~chain.head)
+        self.previous = chain.previous[self.later]
+        self.next_window = np.full(windows, -1, dtype=np.int64)
+        self.next_window[self.previous] = self.later
         edges = _Edges()
         self._rows(edges)
         self._origins(edges)
@@ -137,8 +144,7 @@ class OrderedReplay:
         graph, chain = self.graph, self.chain
         heads = np.flatnonzero(chain.head)
         self.base[self.origin_at + heads] = chain.origin0[heads] - self.shift
-        later = np.flatnonzero(~chain.head)
-        previous = chain.previous[later]
+        later, previous = self.later, self.previous
         gap = chain.gap[later]
         to = self.origin_at + later
         tail = graph.has_tail[previous]
@@ -147,11 +153,9 @@ class OrderedReplay:
         edges.add(self.origin_at + previous[~tail], to[~tail], graph.cpu_end_us[previous[~tail]] + gap[~tail])
         edges.add(self.origin_at + previous, to, graph.gated_us[previous] + gap)
         # a window that runs on to its device work ends at its last GPU node when later
-        next_window = np.full(len(chain.origin0), -1, dtype=np.int64)
-        next_window[previous] = later
         gpu = np.flatnonzero(graph.gpu & graph.device_ends[graph.window_of_row])
-        gpu = gpu[next_window[graph.window_of_row[gpu]] >= 0]
-        following = next_window[graph.window_of_row[gpu]]
+        gpu = gpu[self.next_window[graph.window_of_row[gpu]] >= 0]
+        following = self.next_window[graph.window_of_row[gpu]]
         edges.add(gpu, self.origin_at + following, graph.duration[gpu] + chain.gap[following])
 
     def _groups(self, edges: _Edges) -> None:
@@ -169,9 +173,8 @@ class OrderedReplay:
         by_dst = np.argsort(graph.dst, kind="stable")
         lo = np.searchsorted(graph.dst[by_dst], c.a_row[pre], side="left")
         hi = np.searchsorted(graph.dst[by_dst], c.a_row[pre], side="right")
-        count = hi - lo
-        edge = by_dst[np.repeat(lo - np.cumsum(count) + count, count) + np.arange(int(count.sum()))]
-        arrival = np.repeat(pre, count)
+        edge = by_dst[_runs(lo, hi - lo)]
+        arrival = np.repeat(pre, hi - lo)
         edges.add(graph.src[edge], group[arrival], graph.delay[edge] + c.a_offset[arrival])
         edges.add(self.group_at + c.g_group, c.g_row, c.g_after)
         serialize = c.serialize
@@ -187,16 +190,13 @@ class OrderedReplay:
         """(window, stream) -> the end of the rank's earlier work on the stream (StreamCarry)."""
         carry, chain = self.carry, self.chain
         streams = carry.streams
-        later = np.flatnonzero(~chain.head)
-        previous = chain.previous[later]
-        next_window = np.full(len(chain.origin0), -1, dtype=np.int64)
-        next_window[previous] = later
+        later, previous = self.later, self.previous
         every = np.arange(streams)
         # the previous window's own end there, and what ended before it
         from_previous = ~chain.head[previous]
         edges.add((self.before_at + previous[from_previous, None] * streams + every).ravel(),
                   (self.before_at + later[from_previous, None] * streams + every).ravel(), 0.0)
-        following = next_window[carry.row_window]
+        following = self.next_window[carry.row_window]
         counted = following >= 0
         edges.add(carry.rows[counted], self.before_at + following[counted] * streams + carry.row_stream[counted],
                   self.graph.duration[carry.rows[counted]])
