@@ -12,7 +12,7 @@ from statistics import median
 import pytest
 
 from test_crossrank import GLOO, LATE_US, analysed_db, job
-from test_crossrank_parallel import p2p_job
+from test_crossrank_parallel import p2p_db  # noqa: F401 (a fixture: its send, buffered or rendezvous)
 from ctda_sql.whatif.replay import Scale, Scenario, whatif
 from ctda_sql.whatif.changes import parse_scale
 
@@ -179,19 +179,6 @@ def test_the_html_changes_show_only_nodes_that_changed(gloo_db):
     assert list(changed) == ["aten::randn"] and changed["aten::randn"] < 0
 
 
-@pytest.fixture(scope="module")
-def p2p_db(tmp_path_factory):
-    """tests/test_crossrank_parallel.py's send from rank 0 to rank 1, posted at 111 us, whose
-    recv is posted at 601: `buffered` returns at 118, `rendezvous` runs until the transfer ends
-    at 611. Both steps run 800 us of aten::mm on rank 0 after the send, rank 1 590 us before
-    its recv and 100 us after it."""
-    root = tmp_path_factory.mktemp("p2p")
-    con = analysed_db(root / "p2p.duckdb", {name: [p2p_job(root / name, name == "buffered")]
-                                            for name in ("buffered", "rendezvous")})
-    yield con
-    con.close()
-
-
 def predicted_by_rank(con, run: str, scenario: Scenario) -> dict[int, float]:
     result = whatif(con, run=run, scenario=scenario, persist=False)
     return {row[1]: row[5] for row in result.steps}
@@ -201,10 +188,11 @@ RANK1_SLOWER = Scenario(scales=(Scale("aten::mm", 2.0, None, (1,)),))
 
 
 def test_a_send_that_returned_before_its_receiver_arrived_is_not_held_for_it(p2p_db):
-    """The sender ran on (its step: 945 us); the replay must not hold it until the receiver's
-    arrival (it predicted 1428 us for the unchanged step, 2018 with rank 1 slower). Rank 1's
-    aten::mm twice as long: its recv is posted at 1191, done at 1201, its last op takes 200
-    us: 1201 + 1 + 200 + 8 = 1410."""
+    """tests/test_crossrank_parallel.py's send from rank 0, posted at 111 us, whose recv is
+    posted at 601: buffered, it returns at 118. The sender ran on (its step: 945 us); the
+    replay must not hold it until the receiver's arrival (it predicted 1428 us for the
+    unchanged step, 2018 with rank 1 slower). Rank 1's aten::mm twice as long: its recv is
+    posted at 1191, done at 1201, its last op takes 200 us: 1201 + 1 + 200 + 8 = 1410."""
     assert predicted_by_rank(p2p_db, "buffered", Scenario()) == {0: 945.0, 1: 720.0}
     assert predicted_by_rank(p2p_db, "buffered", RANK1_SLOWER) == {0: 945.0, 1: 1410.0}
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from test_crossrank import GLOO, analysed_db, collective, job
+from test_whatif_cluster import shared_link
 from ctda_sql.tracebuilder import TraceBuilder
 from ctda_sql.whatif import graph, replay
 from ctda_sql.whatif.changes import Scale, Scenario
@@ -30,7 +31,7 @@ SCENARIOS = {
     "rank0_compute_doubled": Scenario(scales=(Scale("*", 2.0, None, (0,)),)),
     "quarter_bandwidth": Scenario(bandwidth_scale=0.25),
 }
-LINK_GBPS = {"shared_link_400m": 0.4, "shared_link_5m": 0.005}
+LINK_MBIT = {"shared_link_400m": 400, "shared_link_5m": 5}
 RUNS = ("gloo_chain", "late", "straggler", "shaped", "pipeline_nccl", "fsdp", "ddp_nccl")
 SINGLE_RANK = ("ddp_nccl",)
 # the unchanged replay (it settles in a pass or two) and the change's first pass, besides its rounds
@@ -90,21 +91,17 @@ class Replays:
         self.monkeypatch.setattr(graph.Coupling, "FAST_ROUNDS", fast)
         self.monkeypatch.setattr(graph.StreamCarry, "FAST_ROUNDS", fast)
         self.seen.clear()
-        if change in LINK_GBPS:
-            steps = whatif_cluster(con, shared_link(LINK_GBPS[change]), run=run, name=f"{change} {ordered}")[0]
+        if change in LINK_MBIT:
+            spec = check_cluster(shared_link(4, LINK_MBIT[change]))
+            steps = whatif_cluster(con, spec, run=run, name=f"{change} {ordered}")[0]
         else:
             steps = replay.whatif(con, run=run, scenario=SCENARIOS[change], persist=False)
         return list(self.seen), steps
 
 
-def shared_link(gbps: float, hosts: int = 4):
-    return check_cluster({"cluster": {"hosts": hosts, "devices_per_host": 1},
-                          "inter_host": {"topology": "shared-link", "bandwidth_gbps": gbps}})
-
-
 def cases():
     for run in RUNS:
-        for change in (*SCENARIOS, *([] if run in SINGLE_RANK else LINK_GBPS)):
+        for change in (*SCENARIOS, *([] if run in SINGLE_RANK else LINK_MBIT)):
             yield run, change
 
 
@@ -147,7 +144,7 @@ def test_many_steps_of_gloo_calls_over_a_slow_shared_link_settle(tmp_path, monke
         solved.append(residual(self, carry, start))
         return start
     monkeypatch.setattr(graph.Coupling, "solve", checked)
-    result, _ = whatif_cluster(con, shared_link(0.4), name="slow link")
+    result, _ = whatif_cluster(con, check_cluster(shared_link(4, 400)), name="slow link")
     assert solved and max(solved) < 1e-6
     steps = [dict(zip(replay.STEP_COLUMNS, row)) for row in result.steps]
     assert sorted((s["rank"], s["step"]) for s in steps) == [(r, s) for r in (0, 1) for s in range(1, 26)]
@@ -155,10 +152,8 @@ def test_many_steps_of_gloo_calls_over_a_slow_shared_link_settle(tmp_path, monke
     assert all(s["predicted_us"] > s["measured_us"] for s in steps)
 
 
-@pytest.mark.parametrize("calls", [20, 200])
-def test_the_replay_passes_do_not_grow_with_the_chain(tmp_path, monkeypatch, calls):
-    """A change that moves every call of a chain: the forward passes stay a fixed few."""
-    con = analysed_db(tmp_path / "w.duckdb", {"chain": [gloo_chain(tmp_path / "chain", calls)]})
+def forward_passes(monkeypatch) -> list:
+    """A list that gets an item for every forward pass of a replay from now on."""
     passes = []
     forward = graph.Graph.forward_pass
 
@@ -166,6 +161,14 @@ def test_the_replay_passes_do_not_grow_with_the_chain(tmp_path, monkeypatch, cal
         passes.append(1)
         return forward(self, *args, **kwargs)
     monkeypatch.setattr(graph.Graph, "forward_pass", counted)
+    return passes
+
+
+@pytest.mark.parametrize("calls", [20, 200])
+def test_the_replay_passes_do_not_grow_with_the_chain(tmp_path, monkeypatch, calls):
+    """A change that moves every call of a chain: the forward passes stay a fixed few."""
+    con = analysed_db(tmp_path / "w.duckdb", {"chain": [gloo_chain(tmp_path / "chain", calls)]})
+    passes = forward_passes(monkeypatch)
     replay.whatif(con, scenario=SCENARIOS["updates_halved"], persist=False)
     assert len(passes) <= FEW_PASSES + graph.Coupling.FAST_ROUNDS
 
@@ -190,13 +193,7 @@ def test_a_ranks_gpu_stream_carried_across_many_steps_takes_a_few_passes(tmp_pat
     """Without data loading each step's kernels queue behind the earlier steps' on the stream:
     a round settled one step more (400 passes here); the ordered pass gives the same answer."""
     con = analysed_db(tmp_path / "w.duckdb", {"steps": [stream_steps(tmp_path / "t.json", 400)]})
-    passes = []
-    forward = graph.Graph.forward_pass
-
-    def counted(self, *args, **kwargs):
-        passes.append(1)
-        return forward(self, *args, **kwargs)
-    monkeypatch.setattr(graph.Graph, "forward_pass", counted)
+    passes = forward_passes(monkeypatch)
     no_loading = Scenario(scales=(Scale("dataload", 0.0),))
     ordered = replay.whatif(con, scenario=no_loading, persist=False)
     assert len(passes) <= FEW_PASSES + graph.StreamCarry.FAST_ROUNDS
