@@ -116,23 +116,26 @@ def nested_trace(events: int, overlap: bool = False, rank: int = 0, world_size: 
     return builder
 
 
-def small_nodes_trace(events: int, rank: int = 0, world_size: int | None = None, frames: bool = False):
+def small_nodes_trace(events: int, rank: int = 0, world_size: int | None = None, frames: bool = False,
+                      streams: int = 2, run: int = 4, kernel_dur: int = 4):
     """One step, N/3 ops 10 us apart, each launching a 4 us kernel; streams 7 and 8 alternate
     every 4 ops, so each run of 4 ops is a CPU node of its own with a GPU node. With `frames`,
-    N/4 ops, each inside an 8 us python frame of its own (the op shrinks to 6 us inside it)."""
+    N/4 ops, each inside an 8 us python frame of its own (the op shrinks to 6 us inside it).
+    `streams`, `run` and `kernel_dur` change how many streams take turns, every how many ops,
+    and the kernels' length (the step runs on until the last kernel ends)."""
     builder = _builder(rank, world_size)
     main = builder.thread(100, "pt_main_thread")
-    builder.stream(7)
-    builder.stream(8)
+    for stream in range(streams):
+        builder.stream(7 + stream)
     ops = max(1, events // (4 if frames else 3))
-    builder.step(1, main, ts=0, dur=ops * 10 + 20)
+    builder.step(1, main, ts=0, dur=ops * 10 + 10 + max(kernel_dur, 10))
     for i in range(ops):
         start = 5 + i * 10
         if frames:
             builder.python_function(main, f"model.py({i % 50}): forward", ts=start, dur=8)
         builder.cpu_op(main, "aten::mul", ts=start + frames, dur=8 - 2 * frames)
-        builder.launch(main, ts=start + 1 + frames, dur=3, kernel="mul_kernel", stream=7 + (i // 4) % 2,
-                       kernel_ts=start + 6, kernel_dur=4)
+        builder.launch(main, ts=start + 1 + frames, dur=3, kernel="mul_kernel", stream=7 + (i // run) % streams,
+                       kernel_ts=start + 6, kernel_dur=kernel_dur)
     return builder
 
 
@@ -233,22 +236,6 @@ def autograd_trace(events: int):
     return builder
 
 
-def many_streams_trace(events: int, streams: int = 32):
-    """One step, N/3 ops 10 us apart, each launching a 30 us kernel on the next of 32 streams."""
-    builder = _builder()
-    main = builder.thread(100, "pt_main_thread")
-    for stream in range(streams):
-        builder.stream(7 + stream)
-    ops = max(1, events // 3)
-    builder.step(1, main, ts=0, dur=ops * 10 + 40)
-    for i in range(ops):
-        start = 5 + i * 10
-        builder.cpu_op(main, "aten::mul", ts=start, dur=8)
-        builder.launch(main, ts=start + 1, dur=3, kernel="mul_kernel", stream=7 + i % streams,
-                       kernel_ts=start + 6, kernel_dur=30)
-    return builder
-
-
 def shape_trace(shape: str, events: int):
     if shape == "syncs":
         return syncs_trace(events)
@@ -261,7 +248,7 @@ def shape_trace(shape: str, events: int):
     if shape == "autograd":
         return autograd_trace(events)
     if shape == "many_streams":
-        return many_streams_trace(events)
+        return small_nodes_trace(events, streams=32, run=1, kernel_dur=30)
     return nested_trace(events, overlap=shape == "overlapping")
 
 
