@@ -3,7 +3,9 @@
     ctda_sql.shell                      ctda_shell/    the interactive shell
     ctda_sql.cli                        warehouse/cli/ the command line over the API
     ctda_sql.api                        warehouse/api.py
-    ctda_sql.export | ctda_sql.whatif   independent of each other
+    ctda_sql.export                     the HTML report (with advice) and the overlay
+    ctda_sql.advice                     advise and diff, over the what-if's replay
+    ctda_sql.whatif
     ctda_sql.lake
     ctda_sql.engine | ctda_sql.ingest   independent of each other
     ctda_sql.core                       connection, transactions, SQL files, errors, ...
@@ -24,7 +26,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # top to bottom; a set holds layers that must not import each other
-LAYERS = [{"shell"}, {"cli"}, {"api"}, {"export", "whatif"}, {"lake"}, {"engine", "ingest"}, {"core"}, {"udfs"}]
+LAYERS = [{"shell"}, {"cli"}, {"api"}, {"export"}, {"advice"}, {"whatif"}, {"lake"}, {"engine", "ingest"}, {"core"}, {"udfs"}]
 FOLDERS = {"warehouse": "ctda_sql", "ctda_shell": "ctda_sql.shell", "udfs": "ctda_sql.udfs"}
 MAX_LINES = 500
 
