@@ -104,6 +104,37 @@ def test_every_format_prints_every_digit(warehouse, run_cli, fmt):
     assert ("123456789.2" if fmt == "table" else "123456789.25") in out
 
 
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "markdown", "line"])
+def test_text_formats_print_no_float_noise(warehouse, run_cli, fmt):
+    # csv, markdown and line printed a cpcr path_us as 192031.71500000008 and a summed
+    # slack_after_us as 288.97200000000885
+    sql = ("SELECT 192031.71500000008::DOUBLE AS path_us, 0.1::DOUBLE + 0.2::DOUBLE AS sum, "
+           "288.97200000000885::DOUBLE AS slack_us, 1693334112345678.0::DOUBLE AS epoch_us, "
+           "0.000012345::DOUBLE AS small, -7.5::DOUBLE AS negative")
+    out = run_cli("query", sql, "-f", fmt).out
+    assert "192031.715" in out and "00000" not in out and "99999" not in out
+    assert "0.3" in out and "288.972" in out and "0.000012345" in out and "-7.5" in out
+    assert "1693334112345678" in out  # every digit before the point stays
+
+
+def test_json_keeps_every_digit_of_a_float(warehouse, run_cli):
+    assert json.loads(run_cli("query", "SELECT 0.1::DOUBLE + 0.2::DOUBLE AS x", "-f", "json").out) == [
+        {"x": 0.30000000000000004}]
+
+
+def test_a_report_without_a_run_column_says_when_it_adds_up_several_runs(warehouse, run_cli):
+    # hotspots given no run summed every run into one ranking, with nothing to say so
+    assert run_cli("analyze", "-q", "--run", "alpha").code == 0
+    assert run_cli("report", "hotspots").err == ""  # one analysed run: nothing added up
+    assert run_cli("analyze", "-q", "--run", "beta").code == 0
+    result = run_cli("report", "hotspots", "-f", "csv")
+    assert result.code == 0 and result.out.startswith("name,category,path_us")
+    assert result.err == ("note: hotspots adds up 2 runs as one (alpha, beta); for one run give "
+                          "--param run=NAME (.report hotspots run=NAME in the shell)\n")
+    assert run_cli("report", "hotspots", "-p", "run=alpha").err == ""
+    assert run_cli("report", "cpcr").err == ""  # its rows name their run
+
+
 def test_report_errors_read_like_the_projects_own(warehouse, run_cli):
     result = run_cli("report", "run_diff")
     assert result.code == 1 and result.err.strip() == "error: run_diff needs run_a and run_b"

@@ -30,6 +30,12 @@ FIRST_TEXT_WIDTH = 28
 # columns whose prose wraps onto more lines rather than being cut
 # significant digits of a float in a table (every digit before the point is always kept)
 TABLE_DIGITS = 6
+# significant digits the text formats print, and decimals they keep at least (a nanosecond of
+# a µs value): a double holds 15-17, but sums and differences of a trace's µs values carry
+# rounding into the 13th (0.1 + 0.2 = 0.30000000000000004; a slack_after_us is
+# 288.97200000000885 for 288.972). JSON and INSERT keep every digit, for machines.
+TEXT_DIGITS = 12
+TEXT_DECIMALS = 3
 WRAPPED_COLUMNS = {"description", "comment", "help", "params", "parameters", "note", "rule"}
 ELLIPSIS = "…"
 
@@ -111,7 +117,7 @@ def _csv_writer(delimiter: str):
     def start(columns, out):
         writer = csv.writer(out, lineterminator="\n", delimiter=delimiter)
         writer.writerow(columns)
-        return lambda batch, _: writer.writerows(["" if v is None else exact_float(v) if isinstance(v, float) else v
+        return lambda batch, _: writer.writerows(["" if v is None else plain_float(v) if isinstance(v, float) else v
                                                   for v in row] for row in batch)
     return start
 
@@ -215,7 +221,7 @@ def _cell(value) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, float):
-        return exact_float(value)
+        return plain_float(value)
     return str(value)
 
 
@@ -227,6 +233,18 @@ def exact_float(value: float) -> str:
     if "e" not in text:
         return text
     return format(Decimal(text), "f")
+
+
+def plain_float(value: float) -> str:
+    """`value` as the text formats print it: its shortest digits up to TEXT_DIGITS significant
+    ones and at least TEXT_DECIMALS decimals (192031.71500000008, a sum of 192031.715's parts,
+    prints 192031.715), positional. Every digit before the point stays (epoch µs too)."""
+    if math.isfinite(value) and value != 0:
+        integer_digits = max(math.floor(math.log10(abs(value))) + 1, 0)
+        digits = max(TEXT_DIGITS, integer_digits + TEXT_DECIMALS)
+        if digits < 17:  # 17 digits tell any double exactly: nothing to round
+            value = float(f"{value:.{digits}g}")
+    return exact_float(value)
 
 
 def _table_cell(value) -> str:

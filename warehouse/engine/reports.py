@@ -173,13 +173,28 @@ def run_report(con, report: Report, given: dict[str, object]):
 
     values = report.bind(given)
     _check_runs(con, report, values)
+    added_up = _runs_in_scope(con, report, values)  # before the report: a query replaces its rows
     try:
-        return con.execute(report.sql, values)
+        cursor = con.execute(report.sql, values)
     except duckdb.InvalidInputException as exc:
         # the report's own checks (error() in its SQL) speak as the project does, without
         # DuckDB's 'Invalid Input Error: ' prefix; other DuckDB errors keep theirs
         message = str(exc).split("\n", 1)[0]
         raise CtdaError(message.removeprefix("Invalid Input Error: ")) from None
+    if len(added_up) > 1 and "run" not in [d[0] for d in cursor.description or ()]:
+        # a report with no run column (hotspots) reads as one run's answer otherwise
+        print(f"note: {report.name} adds up {len(added_up)} runs as one ({_run_list(added_up)}); for one run "
+              f"give --param run=NAME (.report {report.name} run=NAME in the shell)", file=sys.stderr)
+    return cursor
+
+
+def _runs_in_scope(con, report: Report, values: dict[str, object]) -> dict[str, bool]:
+    """The runs a report given no run reads (the analysed ones, for critical-path reports);
+    none when it has no run parameter or was given one."""
+    if "run" not in values or values["run"] is not None:
+        return {}
+    needs_analysis = bool(_ANALYSIS_TABLES.search(report.sql))
+    return {name: True for name, analysed in _run_status(con) if analysed or not needs_analysis}
 
 
 def report_sql_run(report: Report) -> str:
