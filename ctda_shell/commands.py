@@ -40,17 +40,20 @@ class DotCommand:
     raw: bool = False
     # the command attaches a database file itself (.open): it runs with none attached
     attaches: bool = False
+    # what names a file or folder: True when the command's arguments do (.output FILE), or
+    # the options that take one (.whatif --cluster FILE); a --safe session refuses it there
+    names_path: bool | tuple[str, ...] = False
 
 
 REGISTRY: dict[str, DotCommand] = {}
 
 
 def dot_command(name: str, args: str, help: str, complete: tuple[str, ...] | str = (), writes: bool = False,
-                raw: bool = False, attaches: bool = False):
+                raw: bool = False, attaches: bool = False, names_path: bool | tuple[str, ...] = False):
     """Register the decorated function as the dot command `name`."""
 
     def register(handler):
-        REGISTRY[name] = DotCommand(name, args, help, handler, complete, writes, raw, attaches)
+        REGISTRY[name] = DotCommand(name, args, help, handler, complete, writes, raw, attaches, names_path)
         return handler
 
     return register
@@ -81,8 +84,25 @@ def run_dot_command(state: ShellState, line: str) -> list[Result]:
     if command is None:
         raise CtdaError(f"unknown command {name}; .help lists the commands")
     words = ([rest.strip()] if rest.strip() else []) if command.raw else _split(rest)
+    if state.safe and (named := path_named(command, words)):
+        raise CtdaError(f"{named} is off in a --safe session: it names a file, and a --safe session "
+                        "reaches no file but the warehouse")
     outcome = command.handler(state, words)
     return outcome if isinstance(outcome, list) else [outcome]
+
+
+def path_named(command: DotCommand, words: list[str]) -> str | None:
+    """What in `command words` names a file or folder (".output", ".whatif --cluster"), else None.
+    An option counts in any form argparse takes: --cluster FILE, --cluster=FILE, --clus FILE."""
+    if command.names_path is True:
+        return command.name
+    for word in words:
+        typed = word.partition("=")[0]
+        if len(typed) > 2 and typed.startswith("--"):
+            option = next((o for o in command.names_path or () if o.startswith(typed)), None)
+            if option:
+                return f"{command.name} {option}"
+    return None
 
 
 def _split(line: str) -> list[str]:
@@ -231,7 +251,7 @@ _ANALYZE = command_parser(".analyze", ANALYZE_OPTIONS)
 
 
 @dot_command(".ingest", _INGEST.usage.removeprefix(".ingest "),
-             "load trace files or folders of rank files as one run", complete=PATHS, writes=True)
+             "load trace files or folders of rank files as one run", complete=PATHS, writes=True, names_path=True)
 def ingest(state, words):
     from ctda_sql import Warehouse
     from ctda_sql.cli.main import analyze_loaded, meta_value, parse_key_values
@@ -264,8 +284,9 @@ def analyze(state, words):
     return Result(message=str(summary))
 
 
-@dot_command(".whatif", "[--run NAME] [--scale [CAT:]PATTERN=FACTOR]... [--comm-bandwidth-scale F] ...",
-             "predict step time under a change (options as `ctda-sql whatif`)", writes=True)
+@dot_command(".whatif", "[--run NAME] [--scale [CAT:]PATTERN=FACTOR]... [--cluster FILE.toml] ...",
+             "predict step time under a change (options as `ctda-sql whatif`)", writes=True,
+             names_path=("--cluster",))
 def whatif(state, words):
     from ctda_sql.cli.whatif import parse_shell_words, run
 
@@ -315,7 +336,7 @@ def timer(state, words):
 
 
 @dot_command(".output", "FILE|stdout", "send results to FILE (overwritten), or back to the screen",
-             complete=PATHS)
+             complete=PATHS, names_path=True)
 def output(state, words):
     _expect(words, 1, ".output FILE|stdout", least=1)
     target = None if words[0] == "stdout" else words[0]
@@ -323,12 +344,9 @@ def output(state, words):
     return Result(message=f"output {target or 'stdout'}")
 
 
-@dot_command(".read", "FILE", "run the SQL and dot commands in FILE", complete=PATHS)
+@dot_command(".read", "FILE", "run the SQL and dot commands in FILE", complete=PATHS, names_path=True)
 def read(state, words):
     _expect(words, 1, ".read FILE", least=1)
-    if state.safe:  # it reads any file of the machine, and an error echoes the file's lines
-        raise CtdaError(".read is off in a --safe session: it would read any file; "
-                        "pipe the file in instead (ctda-sql shell --safe < FILE)")
     path = Path(words[0])
     if not path.is_file():
         raise CtdaError(f"{path}: no such file")
@@ -361,7 +379,7 @@ EXPORT_FORMATS = {".csv": "csv", ".tsv": "csv, DELIMITER '\t'", ".parquet": "par
 
 
 @dot_command(".export", "FILE SQL", "write the result of SQL to FILE: .csv, .tsv, .parquet or .json (one object a line)",
-             raw=True)
+             raw=True, names_path=True)
 def export(state, words):
     usage = ".export FILE SQL"
     _expect(words, 1, usage, least=1)
@@ -378,7 +396,7 @@ def export(state, words):
 
 
 @dot_command(".open", "FILE [--read-only]", "work on another database file (created unless --read-only)",
-             complete=PATHS, attaches=True)
+             complete=PATHS, attaches=True, names_path=True)
 def open_database(state, words):
     from ctda_sql.core.connection import prepare_session
 
