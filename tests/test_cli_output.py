@@ -135,6 +135,68 @@ def test_a_report_without_a_run_column_says_when_it_adds_up_several_runs(warehou
     assert run_cli("report", "cpcr").err == ""  # its rows name their run
 
 
+HOSTILE = "it's <b>|</b>'); DROP TABLE t; --"
+TWO_ROWS = (f"SELECT 1 AS a, '{HOSTILE.replace(chr(39), chr(39) * 2)}' AS \"b\"\"q\", NULL::INTEGER AS n, "
+            "0.1::DOUBLE + 0.2::DOUBLE AS f, '2020-01-01 00:00:00.123456789'::TIMESTAMP_NS AS t "
+            "UNION ALL SELECT 2, 'x', 3, 1.5, NULL ORDER BY a")
+
+
+def test_jsonlines_prints_one_exact_object_a_line(warehouse, run_cli):
+    out = run_cli("query", TWO_ROWS, "-f", "jsonlines").out
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"a": 1, 'b"q': HOSTILE, "n": None, "f": 0.30000000000000004, "t": "2020-01-01 00:00:00.123456789"},
+        {"a": 2, 'b"q': "x", "n": 3, "f": 1.5, "t": None}]
+
+
+def test_list_mode_separates_values_with_pipes_as_duckdb_does(warehouse, run_cli):
+    out = run_cli("query", "SELECT 1 AS a, 'x' AS b, NULL AS c, 0.1::DOUBLE + 0.2::DOUBLE AS d", "-f", "list").out
+    assert out == "a|b|c|d\n1|x|NULL|0.3\n"
+
+
+def test_html_mode_escapes_every_name_and_value(warehouse, run_cli):
+    from html.parser import HTMLParser
+
+    out = run_cli("query", TWO_ROWS, "-f", "html").out
+    assert out.startswith("<table>\n<tr><th>a</th><th>b&quot;q</th>") and out.endswith("</table>\n")
+    assert "<b>" not in out and "&lt;b&gt;|&lt;/b&gt;" in out
+
+    class Cells(HTMLParser):
+        cells: list[str] = []
+
+        def handle_data(self, data):
+            if data.strip():
+                self.cells.append(data)
+    parser = Cells()
+    parser.feed(out)
+    assert parser.cells[:7] == ["a", 'b"q', "n", "f", "t", "1", HOSTILE]
+
+
+def test_insert_mode_statements_load_back_the_same_values(warehouse, run_cli):
+    import duckdb
+
+    out = run_cli("query", TWO_ROWS, "-f", "insert").out
+    assert out.startswith('INSERT INTO "table"("a", "b""q", "n", "f", "t") VALUES (1, \'it\'\'s <b>')
+    con = duckdb.connect()
+    con.execute(f'CREATE TABLE "table" AS {TWO_ROWS} LIMIT 0')
+    con.execute(out)  # the quote in the text ends no literal: DROP TABLE runs nowhere
+    assert con.execute(f'SELECT count(*) FROM (FROM ({TWO_ROWS}) EXCEPT ALL FROM "table")').fetchone() == (0,)
+    assert con.execute('SELECT count(*), max(f) FROM "table"').fetchone() == (2, 1.5)
+
+
+@pytest.mark.parametrize("fmt", ["jsonlines", "list", "html", "insert"])
+def test_report_and_the_shell_accept_duckdbs_other_modes(warehouse, run_cli, fmt):
+    from ctda_sql.shell.app import open_state, run_and_show
+
+    result = run_cli("report", "runs", "-f", fmt)
+    assert result.code == 0 and "alpha" in result.out and "beta" in result.out
+    state = open_state(str(warehouse), read_only=True)
+    try:
+        assert run_and_show(state, f".mode {fmt}")
+        assert state.mode == fmt and run_and_show(state, "SELECT 42 AS answer;")
+    finally:
+        state.con.close()
+
+
 def test_report_errors_read_like_the_projects_own(warehouse, run_cli):
     result = run_cli("report", "run_diff")
     assert result.code == 1 and result.err.strip() == "error: run_diff needs run_a and run_b"

@@ -159,7 +159,7 @@ def test_listing_commands(state, capsys, line, expected):
     (".report nosuch", "no report named 'nosuch'"),
     (".report runs bogus=1", "has no parameter 'bogus'"),
     (".report runs run", "must look like KEY=VALUE"),
-    (".mode html", "unknown mode 'html'"),
+    (".mode xml", "unknown mode 'xml'"),
     (".timer maybe", "usage: .timer on|off"),
     (".dialect klingon", "unknown dialect 'klingon'"),
     (".read /no/such/file.sql", "no such file"),

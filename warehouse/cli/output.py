@@ -1,5 +1,6 @@
 """Print query results: a duckbox-like table fitted to a width, or a streaming format
-(csv, tsv, json, markdown, line) written batch by batch as DuckDB produces the rows.
+(csv, tsv, json, jsonlines, markdown, line, list, html, insert) written batch by batch as
+DuckDB produces the rows.
 
 `write_cursor` prints an executed DuckDB cursor; `render` formats rows already in memory
 (dot-command results, report lists) the same way.
@@ -69,8 +70,9 @@ def write_cursor(cursor, fmt: str, out: TextIO, width: int | None = None,
         total = len(shown) + _count_rest(cursor)
         out.write(table(columns, shown, width, total) + "\n")
         return total
-    if fmt == "json":
-        return _write_json(cursor, columns, out)
+    if fmt in _EXACT:
+        types = [str(d[1]) for d in cursor.description]
+        return _EXACT[fmt](columns, types, _exact_batches(cursor, types), out)
     return _write_stream(_STREAMS[fmt](columns, out), lambda: cursor.fetchmany(BATCH_ROWS), out)
 
 
@@ -87,6 +89,8 @@ def _write_stream(writer, next_batch, out: TextIO) -> int:
         writer(batch, count)
         count += len(batch)
         out.flush()
+    if closing := getattr(writer, "closing", ""):  # html's </table>
+        out.write(closing)
     return count
 
 
@@ -104,8 +108,8 @@ def render(columns: list[str], rows: list[tuple], fmt: str = "table", width: int
     if fmt == "table":
         return table(columns, rows, width, len(rows) if total is None else total)
     buffer = io.StringIO()
-    if fmt == "json":
-        _write_json_rows(columns, [None] * len(columns), iter([rows]), buffer)
+    if fmt in _EXACT:
+        _EXACT[fmt](columns, [None] * len(columns), iter([rows]), buffer)
     else:
         _write_stream(_STREAMS[fmt](columns, buffer), iter([rows, []]).__next__, buffer)
     return buffer.getvalue().rstrip("\n")
@@ -144,18 +148,37 @@ def _line_writer(columns, out):
     return write
 
 
-_STREAMS = {"csv": _csv_writer(","), "tsv": _csv_writer("\t"), "markdown": _markdown_writer, "line": _line_writer}
+def _list_writer(columns, out, separator: str = "|"):
+    """DuckDB's list mode: the header, then each row's values between separators, unquoted."""
+    out.write(separator.join(columns) + "\n")
+
+    def write(batch, _):
+        out.writelines(separator.join(_cell(v) for v in row) + "\n" for row in batch)
+    return write
 
 
-# ---- json: exact values ----------------------------------------------------------------------
+def _html_writer(columns, out):
+    """An HTML table, every name and value escaped: it pastes into a page as it is."""
+    from html import escape
 
-def _write_json(cursor, columns: list[str], out: TextIO) -> int:
-    types = [str(d[1]) for d in cursor.description]
+    out.write("<table>\n<tr>" + "".join(f"<th>{escape(c)}</th>" for c in columns) + "</tr>\n")
+
+    def write(batch, _):
+        out.writelines("<tr>" + "".join(f"<td>{escape(_cell(v))}</td>" for v in row) + "</tr>\n" for row in batch)
+    write.closing = "</table>\n"
+    return write
+
+
+_STREAMS = {"csv": _csv_writer(","), "tsv": _csv_writer("\t"), "markdown": _markdown_writer, "line": _line_writer,
+            "list": _list_writer, "html": _html_writer}
+
+
+# ---- json, jsonlines, insert: exact values -----------------------------------------------------
+
+def _exact_batches(cursor, types: list[str]):
     if any(t.startswith("TIMESTAMP_NS") for t in types):
-        batches = _arrow_batches(cursor, types)  # Python datetimes would drop the nanoseconds
-    else:
-        batches = iter(lambda: cursor.fetchmany(BATCH_ROWS), [])
-    return _write_json_rows(columns, types, batches, out)
+        return _arrow_batches(cursor, types)  # Python datetimes would drop the nanoseconds
+    return iter(lambda: cursor.fetchmany(BATCH_ROWS), [])
 
 
 def _arrow_batches(cursor, types: list[str]):
@@ -185,6 +208,68 @@ def _write_json_rows(columns, types, batches, out: TextIO) -> int:
         out.flush()
     out.write("\n]\n" if count else "]\n")
     return count
+
+
+def _write_json_lines(columns, types, batches, out: TextIO) -> int:
+    """One JSON object a line (JSON Lines), written as the batches arrive."""
+    keys = [json.dumps(c, ensure_ascii=False) for c in columns]
+    is_json = [str(t) == "JSON" for t in types]
+    count = 0
+    for batch in batches:
+        out.writelines("{" + ", ".join(f"{k}: {_json_text(v, raw)}" for k, v, raw in zip(keys, row, is_json)) + "}\n"
+                       for row in batch)
+        count += len(batch)
+        out.flush()
+    return count
+
+
+# the table the insert format's statements name, as in DuckDB's and SQLite's shells
+INSERT_TABLE = "table"
+
+
+def _write_inserts(columns, types, batches, out: TextIO) -> int:
+    """One INSERT statement a row, every value a quoted SQL literal: loading them back into a
+    table of these columns gives the same values, and no text can end its quotes."""
+    head = f"INSERT INTO {sql_identifier(INSERT_TABLE)}({', '.join(map(sql_identifier, columns))}) VALUES ("
+    count = 0
+    for batch in batches:
+        out.writelines(head + ", ".join(sql_literal(v) for v in row) + ");\n" for row in batch)
+        count += len(batch)
+        out.flush()
+    return count
+
+
+def sql_identifier(name: str) -> str:
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def sql_literal(value) -> str:
+    """`value` as DuckDB SQL text that reads back as the same value."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else f"'{value}'::DOUBLE"
+    if isinstance(value, Decimal):
+        return str(value) if value.is_finite() else f"'{value}'::DOUBLE"
+    if isinstance(value, timedelta):
+        return f"INTERVAL '{value // timedelta(microseconds=1)} microseconds'"
+    if type(value).__name__ == "MonthDayNano":  # an interval read through Arrow
+        months, days, nanoseconds = value
+        return f"INTERVAL '{months} months {days} days {nanoseconds // 1000} microseconds'"
+    if isinstance(value, (bytes, bytearray)):
+        return "'" + "".join(f"\\x{byte:02X}" for byte in value) + "'::BLOB"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{sql_literal(str(k))}: {sql_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(sql_literal(v) for v in value) + "]"
+    return "'" + str(value).replace("'", "''") + "'"  # text, dates and times, UUIDs, JSON
+
+
+_EXACT = {"json": _write_json_rows, "jsonlines": _write_json_lines, "insert": _write_inserts}
 
 
 def _json_text(value, is_json_column: bool = False) -> str:

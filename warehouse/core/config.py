@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 # the output formats (rendered by ctda_sql.cli.output); the file's `format` names one
-FORMATS = ("table", "csv", "tsv", "json", "markdown", "line")
+FORMATS = ("table", "csv", "tsv", "json", "jsonlines", "markdown", "line", "list", "html", "insert")
 
 from ctda_sql.core.errors import CtdaError
 
