@@ -46,7 +46,7 @@ WITH lane_events AS NOT MATERIALIZED (
     FROM events AS e
     JOIN cp_lanes AS l USING (run_id, rank, pid, tid)
     WHERE e.ph = 'X' AND e.dur_us IS NOT NULL
-      AND (e.cat IN ('cpu_op', 'python_function') OR is_runtime_category(e.cat))
+      AND (is_cpu_op_event(e.cat, e.name) OR e.cat = 'python_function' OR is_runtime_category(e.cat))
 ),
 nested AS (
     SELECT *,
@@ -98,4 +98,4 @@ CREATE OR REPLACE TEMP TABLE cp_annotations AS
 SELECT e.run_id, e.rank, e.name, e.ts_us, e.end_us
 FROM events AS e
 JOIN cp_lanes AS l USING (run_id, rank, pid, tid)
-WHERE e.ph = 'X' AND e.cat = 'user_annotation' AND NOT starts_with(e.name, 'ProfilerStep#');
+WHERE e.ph = 'X' AND is_annotation_event(e.cat, e.name) AND NOT starts_with(e.name, 'ProfilerStep#');

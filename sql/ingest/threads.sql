@@ -10,7 +10,7 @@ WITH activity AS (
         bool_or(is_device_category(cat)) AS on_device,
         count(*) FILTER (WHERE name LIKE 'ProfilerStep#%' AND NOT is_device_category(cat)) AS step_marks,
         count(*) FILTER (WHERE name LIKE 'autograd::engine::evaluate_function:%') AS backward_nodes,
-        count(*) FILTER (WHERE cat = 'cpu_op') AS cpu_ops
+        count(*) FILTER (WHERE is_cpu_op_event(cat, name)) AS cpu_ops
     FROM events
     WHERE run_id = $run_id AND rank = $rank AND ph <> 'M' AND pid IS NOT NULL AND tid IS NOT NULL
     GROUP BY pid, tid

@@ -26,3 +26,20 @@ CREATE OR REPLACE TEMP MACRO normalize_stream(stream_text) AS
         WHEN TRY_CAST(stream_text AS BIGINT) = 4294967295 THEN -1
         ELSE TRY_CAST(stream_text AS BIGINT)
     END;
+
+-- PyTorch 1.8-1.9 wrote every record_function range as `Operator`: operators and
+-- annotations alike (ProfilerStep#N, enumerate(DataLoader)#..., Optimizer.step#...,
+-- `## user ##` ranges). They are told apart by name, as the TensorBoard plugin reads them:
+-- an operator is named namespace::op (aten::, c10d::, autograd::engine::evaluate_function:,
+-- torch::autograd::AccumulateGrad) or is an autograd node (AddmmBackward0, cpu_op today);
+-- any other Operator row is an annotation. `events` keeps the category as the file has it.
+CREATE OR REPLACE TEMP MACRO is_legacy_operator(name) AS
+    contains(name, '::') OR regexp_matches(name, 'Backward[0-9]*$');
+
+-- CPU operators: cpu_op, and the operators among 1.8-1.9's Operator rows.
+CREATE OR REPLACE TEMP MACRO is_cpu_op_event(cat, name) AS
+    cat = 'cpu_op' OR (cat = 'Operator' AND is_legacy_operator(name));
+
+-- Annotations (record_function ranges): user_annotation, and the other Operator rows.
+CREATE OR REPLACE TEMP MACRO is_annotation_event(cat, name) AS
+    cat = 'user_annotation' OR (cat = 'Operator' AND NOT is_legacy_operator(name));

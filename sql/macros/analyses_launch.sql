@@ -70,7 +70,7 @@ CREATE OR REPLACE TEMP MACRO analysis_operator_roots(run_name, rank_no, operator
 WITH matches AS (
     SELECT e.run_id, r.name AS run, e.rank, e.event_id, e.name, e.pid, e.tid, e.ts_us, e.end_us, e.dur_us
     FROM events AS e JOIN runs AS r USING (run_id)
-    WHERE e.cat = 'cpu_op' AND e.ph = 'X' AND contains(e.name, operator_text)
+    WHERE is_cpu_op_event(e.cat, e.name) AND e.ph = 'X' AND contains(e.name, operator_text)
       AND (run_name IS NULL OR r.name = run_name) AND (rank_no IS NULL OR e.rank = rank_no)
 )
 SELECT * FROM matches

@@ -1,0 +1,186 @@
+"""PyTorch 1.8-1.9 Kineto traces (the TensorBoard plugin's samples, many tutorials): categories
+Operator, Runtime, Kernel, Memcpy, Memset and Trace, string tids, `stream N` GPU lanes and
+`async` launch flows. The warehouse reads them as the plugin does (issue 42 item 3): the same
+scenario written with modern and with legacy names has the same critical path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctda_sql.core.connection import connect
+from ctda_sql.engine.analyze import analyze
+from ctda_sql.ingest.load import ingest
+from ctda_sql.tracebuilder import TraceBuilder
+
+from engine_helpers import remainder
+
+
+def single_thread_step(legacy: bool) -> TraceBuilder:
+    """One CUDA step on one thread, stream 7 (times in us from the step's start):
+      aten::to      [0,100)    cudaMemcpyAsync [10,20)  -> Memcpy HtoD [30,80)
+      aten::conv2d  [100,200)  cudaLaunchKernel [110,120) -> conv [130,630)
+      aten::relu    [200,300)  cudaLaunchKernel [210,220) -> relu [630,730)
+      cudaDeviceSynchronize [300,740): returns 10 us after relu ends
+      aten::add_    [740,900)  cudaLaunchKernel [750,760) -> add [770,870)
+      aten::zero_   [900,1000) cudaMemsetAsync [910,920) -> Memset [930,950)
+    ProfilerStep#1 [0,1000). The path by hand: the CPU to conv's launch [0,120), the conv
+    kernel [130,630), relu [630,730), the sync's return, then the CPU [740,1000):
+    120 + 500 + 100 + 260 = 980 us of 1000 (CPCR 0.98); the rest is conv's launch delay
+    (10) and the sync's return after relu (10)."""
+    b = TraceBuilder(rank=None, legacy=legacy)
+    main = b.thread(100, "python")
+    b.stream(7)
+    b.step(1, main, ts=0, dur=1000)
+    b.cpu_op(main, "aten::to", ts=0, dur=100)
+    b.launch(main, ts=10, dur=10, kernel="Memcpy HtoD (Pageable -> Device)", stream=7, kernel_ts=30,
+             kernel_dur=50, cat="gpu_memcpy", call="cudaMemcpyAsync")
+    b.cpu_op(main, "aten::conv2d", ts=100, dur=100)
+    b.launch(main, ts=110, dur=10, kernel="conv", stream=7, kernel_ts=130, kernel_dur=500)
+    b.cpu_op(main, "aten::relu", ts=200, dur=100)
+    b.launch(main, ts=210, dur=10, kernel="relu", stream=7, kernel_ts=630, kernel_dur=100)
+    b.runtime(main, "cudaDeviceSynchronize", ts=300, dur=440)
+    b.cpu_op(main, "aten::add_", ts=740, dur=160)
+    b.launch(main, ts=750, dur=10, kernel="add", stream=7, kernel_ts=770, kernel_dur=100)
+    b.cpu_op(main, "aten::zero_", ts=900, dur=100)
+    b.launch(main, ts=910, dur=10, kernel="Memset (Device)", stream=7, kernel_ts=930, kernel_dur=20,
+             cat="gpu_memset", call="cudaMemsetAsync")
+    return b
+
+
+def two_thread_step(legacy: bool) -> TraceBuilder:
+    """Forward on the main thread, backward on the autograd engine's thread (unnamed, as in
+    1.8: found by its backward nodes), the optimizer back on the main thread, stream 7:
+      main      aten::linear [0,100)   launch [10,20) -> gemm [30,80)
+                aten::mse_loss [100,150) launch [110,120) -> loss [130,140)
+      autograd  evaluate_function: MseLossBackward0 [150,250), MseLossBackward0 [155,245) in it,
+                  launch [160,170) -> [180,200)
+                evaluate_function: AddmmBackward0 [250,400), aten::mm [255,395) in it,
+                  launch [260,270) -> [280,330)
+                torch::autograd::AccumulateGrad [400,450) launch [410,420) -> [430,440)
+      main      Optimizer.step#SGD.step [450,600) (an annotation) holding aten::add_ [450,590),
+                  launch [460,470) -> sgd [480,700); cudaDeviceSynchronize [600,710)
+    ProfilerStep#1 [0,710). Every kernel but sgd ends before the CPU needs it: the path is
+    the CPU [0,450) across both threads, the optimizer to its launch [450,470), sgd [480,700)
+    and the sync's return: 450 + 20 + 220 = 690 us of 710; the rest is sgd's launch delay
+    (10) and the sync's return after sgd (10)."""
+    b = TraceBuilder(rank=None, legacy=legacy)
+    main = b.thread(100, "python")
+    grad = b.thread(200)
+    b.stream(7)
+    b.step(1, main, ts=0, dur=710)
+    b.cpu_op(main, "aten::linear", ts=0, dur=100)
+    b.launch(main, ts=10, dur=10, kernel="gemm", stream=7, kernel_ts=30, kernel_dur=50)
+    b.cpu_op(main, "aten::mse_loss", ts=100, dur=50)
+    b.launch(main, ts=110, dur=10, kernel="mse_loss", stream=7, kernel_ts=130, kernel_dur=10)
+    b.cpu_op(grad, "autograd::engine::evaluate_function: MseLossBackward0", ts=150, dur=100)
+    b.cpu_op(grad, "MseLossBackward0", ts=155, dur=90)
+    b.launch(grad, ts=160, dur=10, kernel="mse_loss_backward", stream=7, kernel_ts=180, kernel_dur=20)
+    b.cpu_op(grad, "autograd::engine::evaluate_function: AddmmBackward0", ts=250, dur=150)
+    b.cpu_op(grad, "aten::mm", ts=255, dur=140)
+    b.launch(grad, ts=260, dur=10, kernel="gemm_backward", stream=7, kernel_ts=280, kernel_dur=50)
+    b.cpu_op(grad, "torch::autograd::AccumulateGrad", ts=400, dur=50)
+    b.launch(grad, ts=410, dur=10, kernel="accumulate", stream=7, kernel_ts=430, kernel_dur=10)
+    b.annotation(main, "Optimizer.step#SGD.step", ts=450, dur=150)
+    b.cpu_op(main, "aten::add_", ts=450, dur=140)
+    b.launch(main, ts=460, dur=10, kernel="sgd", stream=7, kernel_ts=480, kernel_dur=220)
+    b.runtime(main, "cudaDeviceSynchronize", ts=600, dur=110)
+    return b
+
+
+def analyzed_trace(path: Path, folder: Path):
+    con = connect(folder / "legacy.duckdb")
+    ingest(con, [path], run_name="scenario", show_progress=False)
+    analyze(con, show_progress=False)
+    return con
+
+
+def critical_path(con, method: str = "ctda") -> list[tuple]:
+    return con.execute(
+        "SELECT c.seq, n.kind, n.label, round(c.counted_start_us, 3), round(c.counted_end_us, 3), "
+        "round(c.counted_us, 3), c.gap_kind, round(c.gap_before_us, 3) "
+        "FROM critical_path c JOIN nodes n USING (run_id, rank, step, method, node_id) "
+        "WHERE c.method = ? ORDER BY c.step, c.seq", [method]).fetchall()
+
+
+def path_ops(con, method: str = "ctda") -> dict[str, float]:
+    """Counted self time of each CPU op and annotation on the path, by name."""
+    rows = con.execute(
+        "SELECT name, sum(self_us) FROM path_events WHERE method = ? AND cat IN ('cpu_op', 'Operator') "
+        "GROUP BY name", [method]).fetchall()
+    return {name: total for name, total in rows if total > 0}
+
+
+@pytest.fixture(params=[single_thread_step, two_thread_step], ids=["single_thread", "two_threads"])
+def scenario(request):
+    return request.param
+
+
+def written_both_ways(scenario, tmp_path):
+    """Connections to the scenario written with modern names and with legacy names."""
+    cons = []
+    for legacy in (False, True):
+        folder = tmp_path / ("legacy" if legacy else "modern")
+        folder.mkdir()
+        cons.append(analyzed_trace(scenario(legacy).write(folder / "trace.json"), folder))
+    return cons
+
+
+def test_the_builder_writes_the_1_8_format(tmp_path):
+    # what libkineto's output_json.cpp of PyTorch 1.8-1.9 wrote: the plugin's samples have it
+    events = single_thread_step(legacy=True).to_dict()["traceEvents"]
+    timed = [e for e in events if e["ph"] == "X"]
+    assert {e["cat"] for e in timed} == {"Operator", "Runtime", "Kernel", "Memcpy", "Memset", "Trace"}
+    assert all(isinstance(e["tid"], str) for e in timed)
+    assert {e["tid"] for e in timed if e["cat"] in ("Kernel", "Memcpy", "Memset")} == {"stream 7"}
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    assert starts.keys() == ends.keys() and len(starts) == 5
+    assert {e["cat"] for e in [*starts.values(), *ends.values()]} == {"async"}
+    conv_call = next(e for e in timed if e["cat"] == "Runtime" and e["ts"] - timed[0]["ts"] == 110)
+    conv_op = next(e for e in timed if e["name"] == "aten::conv2d")
+    assert conv_call["args"]["external id"] == conv_op["args"]["External id"]
+
+
+def test_ingest_keeps_the_legacy_categories(tmp_path):
+    # lossless: `events` holds each category as the file has it; only the reading maps them
+    con = analyzed_trace(single_thread_step(legacy=True).write(tmp_path / "trace.json"), tmp_path)
+    cats = {cat for (cat,) in con.execute("SELECT DISTINCT cat FROM events WHERE cat IS NOT NULL").fetchall()}
+    assert cats == {"Operator", "Runtime", "Kernel", "Memcpy", "Memset", "Trace", "async"}
+
+
+def test_legacy_single_thread_step_has_the_hand_derived_path(tmp_path):
+    con = analyzed_trace(single_thread_step(legacy=True).write(tmp_path / "trace.json"), tmp_path)
+    row = remainder(con)
+    assert row["cpcr"] == pytest.approx(0.98)
+    assert (row["launch_delay_us"], row["between_nodes_us"], row["cpu_gap_us"]) == (10, 10, 0)
+    assert [(kind, label) for _, kind, label, *_ in critical_path(con)] == [
+        ("cpu", "aten::to"), ("gpu", "conv"), ("cpu", "after cudaDeviceSynchronize"), ("cpu", "aten::add_")]
+    ops = path_ops(con)
+    assert {"aten::to", "aten::conv2d", "aten::add_", "aten::zero_"} <= ops.keys()
+    assert "ProfilerStep#1" not in ops  # the step marker is a step, not an op
+
+
+def test_legacy_two_thread_step_reads_the_autograd_thread(tmp_path):
+    con = analyzed_trace(two_thread_step(legacy=True).write(tmp_path / "trace.json"), tmp_path)
+    roles = dict(con.execute("SELECT tid, role FROM threads WHERE tid IN ('100', '200')").fetchall())
+    assert roles == {"100": "main", "200": "autograd"}
+    assert remainder(con)["cpcr"] == pytest.approx(690 / 710)
+    path = critical_path(con)
+    assert [label for _, _, label, *_ in path[:4]] == [
+        "aten::linear", "aten::mse_loss", "autograd::engine::evaluate_function: MseLossBackward0", "aten::add_"]
+    ops = path_ops(con)
+    assert {"aten::mm", "torch::autograd::AccumulateGrad", "MseLossBackward0"} <= ops.keys()
+    # Optimizer.step#SGD.step is a record_function range: an annotation giving its op a phase
+    assert "Optimizer.step#SGD.step" not in ops
+    phase = con.execute("SELECT phase FROM nodes WHERE method = 'ctda' AND label = 'aten::add_'").fetchone()[0]
+    assert phase == "Update"
+
+
+def test_modern_and_legacy_names_give_the_same_critical_path(scenario, tmp_path):
+    modern, legacy = written_both_ways(scenario, tmp_path)
+    for method in ("ctda", "per_thread"):
+        assert critical_path(legacy, method) == critical_path(modern, method)
+        assert path_ops(legacy, method) == path_ops(modern, method)
+    assert remainder(legacy) == remainder(modern)
