@@ -3,6 +3,7 @@
 -- param: run VARCHAR = NULL        run name; all runs when NULL
 -- param: step BIGINT = NULL        step; all steps when NULL
 -- param: top INTEGER = 1000        rows to keep
+-- key: last_rank, skew_us
 -- a point-to-point pair (pg '<group>:<sender>-><receiver>') is listed as 'recv/send'
 SELECT r.name AS run, min(i.step) AS step, i.pg, i.seq, array_to_string(list_sort(list(DISTINCT i.name)), '/') AS name,
        max(i.bytes) AS bytes,

@@ -5,6 +5,7 @@
 -- param: step BIGINT = NULL        step (window) number; all steps when NULL
 -- param: method VARCHAR = NULL     ctda, per_thread or cross_rank; all when NULL
 -- param: top INTEGER = 1000        rows to keep
+-- key: rank, step, method, cpcr, cpu_gap_us
 -- counted + cpu_gap + gpu_idle + launch_delay + between_nodes + slack_before + slack_after
 --   + queued_idle = step. queued_idle_us: a device sat idle with work queued (an op on the path
 --   waited more than 100 us on an idle stream) for a cause the trace does not show: events

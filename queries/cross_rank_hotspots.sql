@@ -3,6 +3,7 @@
 -- param: run VARCHAR = NULL        run name; all runs when NULL
 -- param: step BIGINT = NULL        step; all steps when NULL
 -- param: top INTEGER = 20          rows to keep
+-- key: path_us, share_of_span
 WITH scope AS (
     SELECT s.run_id, s.step, s.rank, s.from_us, s.to_us
     FROM cross_rank_segments AS s

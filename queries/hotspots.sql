@@ -5,6 +5,7 @@
 -- param: step BIGINT = NULL        step (window) number; all steps when NULL
 -- param: method VARCHAR = ctda     ctda or per_thread
 -- param: top INTEGER = 20          rows to keep
+-- key: path_us, share_of_path
 WITH scope AS (
     SELECT w.run_id, w.rank, w.step, w.window_us
     FROM analysis_windows AS w

@@ -3,6 +3,7 @@
 -- param: by VARCHAR = world_size  experiment column: from `meta load`, an ingest --meta key, or world_size
 -- param: method VARCHAR = ctda  analysis method: ctda or per_thread
 -- param: top INTEGER = 10  phases kept per value
+-- key: value, phase, share_of_path
 WITH known_columns AS (
     SELECT DISTINCT key FROM run_attributes
 ),

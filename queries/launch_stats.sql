@@ -8,6 +8,7 @@
 -- param: flagged_only BOOLEAN = false         keep only launches with a flag set
 -- param: include_last_step BOOLEAN = false    keep the last step (HTA drops it when a rank has 2+ steps)
 -- param: top INTEGER = 1000                   launches kept, longest delay first; every launch when NULL
+-- key: launch_delay_us, gpu_us
 -- kernel names join after the cut: carrying them through the launch pick costs more
 WITH launches AS (
     SELECT * EXCLUDE (kernel_name)

@@ -6,6 +6,7 @@
 -- param: step_a BIGINT = NULL                 only this step of run_a; all events when NULL
 -- param: step_b BIGINT = NULL                 only this step of run_b; all events when NULL
 -- param: device VARCHAR = all                 all, cpu or gpu
+-- key: diff_us, change
 SELECT name, count_a, count_b, total_us_a, total_us_b, diff_count, diff_us, change
 FROM analysis_run_diff(
     CASE WHEN $run_a IS NULL OR $run_b IS NULL THEN error('run_diff needs run_a and run_b')

@@ -1,6 +1,7 @@
 -- name: runs
 -- description: the ingested runs with their ranks, steps, events and --meta metadata
 -- param: run VARCHAR = NULL  run name; all runs when NULL
+-- key: run, ranks, steps
 SELECT
     r.name AS run,
     r.run_id,

@@ -5,6 +5,7 @@
 -- param: annotation VARCHAR = NULL            annotation or op name for measure annotation_us
 -- param: threshold DOUBLE = 2.0               |z| above this flags a straggler
 -- param: min_excess DOUBLE = 0.1              in runs too small for the z rule: the share above the run's median that flags a straggler
+-- key: straggler, z_score
 WITH scored AS (
     SELECT s.*,
            count(*) OVER run_ranks AS ranks,

@@ -2,6 +2,7 @@
 -- description: per step, the rank that made the others wait most at collectives (join on run with experiments)
 -- param: run VARCHAR = NULL        run name; all runs when NULL
 -- param: top INTEGER = 1000        rows to keep
+-- key: waiting_on_rank, caused_wait_us
 WITH caused AS (
     -- each matched collective: the wait it cost the other ranks, charged to its last arrival
     SELECT run_id, min(step) AS step, pg, seq, any_value(last_rank) AS last_rank, sum(wait_us) AS wait_us

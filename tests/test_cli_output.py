@@ -197,6 +197,65 @@ def test_report_and_the_shell_accept_duckdbs_other_modes(warehouse, run_cli, fmt
         state.con.close()
 
 
+def _table_lines(columns, rows, width=80, keys=()):
+    from ctda_sql.cli.output import render
+
+    text = render(columns, rows, "table", width, keys=keys)
+    assert max(len(line) for line in text.splitlines()) <= width
+    return text.splitlines()
+
+
+def _cells_of(line: str) -> list[str]:
+    return [cell.strip() for cell in line.split("│")[1:-1]]
+
+
+def test_the_list_of_hidden_columns_is_never_cut():
+    # it printed 'between_n…' at 80 columns
+    columns = ["name"] + [f"remainder_part_number_{i}_us" for i in range(12)]
+    lines = _table_lines(columns, [("x", *range(12))])
+    footer = " ".join(line for line in lines if not line.startswith(("┌", "│", "├", "└")))
+    hidden = [c for c in columns if c not in _cells_of(lines[1])]
+    assert len(hidden) == 10 and f"10 columns hidden: {', '.join(hidden)})" in footer and "…" not in footer
+
+
+def test_key_columns_stay_when_others_go():
+    columns = ["run", "step", "pg", "seq", "name", "bytes", "last_rank", "skew_us", "wait_us_by_rank",
+               "total_wait_us", "ranks"]
+    row = ("demo", 4, "0", 1, "allreduce", 8196000, 1, 512.5, "[0.0, 512.5, 3.25, 44.0]", 560.0, "[0, 1, 2, 3]")
+    assert {"last_rank", "skew_us"} <= set(_cells_of(_table_lines(columns, [row], 60, ["last_rank", "skew_us"])[1]))
+    assert "skew_us" not in _cells_of(_table_lines(columns, [row], 60)[1])  # what it did before keys
+
+
+def test_a_what_if_speedup_stays_when_the_run_name_is_long():
+    columns = ["run", "rank", "step", "measured_us", "replay_us", "predicted_us", "speedup"]
+    row = ("two_ranks_foreach_mul_removed_on_rank_1", 1, 552, 452031.5, 452031.5, 486000.25, 0.93)
+    header = _cells_of(_table_lines(columns, [row])[1])
+    assert "speedup" in header and "two_ranks_foreach_mul_removed_on_rank_1" in _table_lines(columns, [row])[3]
+
+
+def test_notes_and_reasons_wrap_rather_than_being_cut():
+    reason = "no other rank of its group in the run, and its sequence number is not matched on rank 3"
+    lines = _table_lines(["run", "rank", "step", "name", "reason"], [("demo", 0, 4, "broadcast", reason)], 60)
+    words = " ".join(_cells_of(line)[-1] for line in lines[3:-2])
+    assert words == reason and "…" not in words
+
+
+def test_long_cpp_names_lose_their_template_arguments_and_alike_ones_are_numbered():
+    # a middle cut printed 'void split_emb…, float, long)' for two different kernels, one
+    # 'added' and one 'removed'
+    added = ("void split_embedding_backward_codegen_sgd_unweighted_kernel_warp_per_row_1<float, float, long>"
+             "(at::GenericPackedTensorAccessor<float, 1ul, at::RestrictPtrTraits, long>, float, long)")
+    removed = added.replace("<float, float, long>", "<c10::Half, float, long>", 1)
+    lines = _table_lines(["name", "count_a", "count_b", "total_us_a", "total_us_b", "diff_us", "change"],
+                         [(added, 0, 1, 0.0, 52.5, 52.5, "added"), (removed, 1, 0, 51.25, 0.0, -51.25, "removed")],
+                         keys=["diff_us", "change"])
+    names = [_cells_of(line)[0] for line in lines[3:5]]
+    assert names[0] != names[1] and all("<…>" in name for name in names)
+    assert [name[-3:] for name in names] == ["[1]", "[2]"]
+    short = _table_lines(["name", "n"], [("Memcpy DtoD (Device -> Device)", 1), ("void f<int>(int)", 2)], 40)
+    assert "Memcpy DtoD (Device -> Device)" in short[3] and "void f<int>(int)" in short[4]  # nothing to cut
+
+
 def test_report_errors_read_like_the_projects_own(warehouse, run_cli):
     result = run_cli("report", "run_diff")
     assert result.code == 1 and result.err.strip() == "error: run_diff needs run_a and run_b"

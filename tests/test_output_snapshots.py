@@ -25,7 +25,8 @@ UPDATE = os.environ.get("CTDA_UPDATE_SNAPSHOTS") == "1"
 WIDTHS = (80, 120)
 RUN = "demo"
 # reports that cannot run on their defaults alone
-REPORT_PARAMS = {"run_diff": {"run_a": RUN, "run_b": RUN, "step_a": 4, "step_b": 5}}
+REPORT_PARAMS = {"run_diff": {"run_a": RUN, "run_b": RUN, "step_a": 4, "step_b": 5},
+                 "path_diff": {"run_a": RUN, "run_b": RUN}}
 # ingest time changes from one session to the next: masked, keeping its width
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?")
 
@@ -73,6 +74,41 @@ def test_report_table(demo_warehouse, name, width):
     write_cursor(run_report(demo_warehouse.con, report, REPORT_PARAMS.get(name, {})), "table", out, width)
     _fits(out.getvalue(), width)
     _check(f"report-{name}-{width}", f"$ ctda-sql report {name} --max-width {width}\n{out.getvalue()}")
+
+
+def _header_cells(text: str) -> list[str]:
+    """The column names a table's header shows (its first line of cells)."""
+    return [cell.strip() for cell in text.splitlines()[1].split("│")[1:-1]]
+
+
+@pytest.mark.parametrize("name", sorted(bundled_reports()))
+def test_every_report_declares_key_columns_and_shows_them_at_80_columns(demo_warehouse, name):
+    # at 80 columns the columns holding the answer were hidden: collective_skew's last_rank and
+    # skew_us, stragglers' flag and z-score, temporal_breakdown's percentages
+    report = bundled_reports()[name]
+    cursor = run_report(demo_warehouse.con, report, REPORT_PARAMS.get(name, {}))
+    columns = [d[0] for d in cursor.description]
+    assert report.keys, f"{name}: add a `-- key: COLUMN, ...` line to its header (the columns holding its answer)"
+    assert set(report.keys) <= set(columns), f"{name}: its -- key: line names a column it does not return"
+    out = io.StringIO()
+    write_cursor(cursor, "table", out, 80)
+    assert set(report.keys) <= set(_header_cells(out.getvalue())), out.getvalue()
+
+
+def test_run_and_report_names_are_never_cut(demo_warehouse):
+    # `report runs` printed 'df_inde…resolver', `report --list` 'cross_r…hotspots'
+    from ctda_sql.cli.output import render
+
+    listing = demo_warehouse.reports()
+    names = [row[0] for row in listing.fetchall()]
+    text = render(["name", "description", "params"], demo_warehouse.reports().fetchall(), "table", 80)
+    assert all(f"│ {name} " in text for name in names)
+    assert "include_last_step BOOLEAN" in text  # a parameter's name stays whole where its line wraps
+    long_run = "df_index_resolver_" * 2
+    text = render(["run", "run_id", "ingested_at", "ranks", "world_size", "events", "steps", "meta"],
+                  [(long_run, 1, "2026-01-01 00:00:00.000000", 2, 2, 40573, 3, "{}")], "table", 80,
+                  keys=["run", "ranks", "steps"])
+    assert f"│ {long_run} │" in text and {"ranks", "steps"} <= set(_header_cells(text))
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -49,6 +49,17 @@ def test_header_declares_name_description_and_typed_params():
     assert report.params[1].help == "how many"
 
 
+def test_header_declares_key_columns_and_a_report_without_the_line_has_none():
+    report = parse_report("-- name: k\n-- key: a, b ,c\nSELECT 1 AS a, 2 AS b, 3 AS c;\n", "k.sql", "k")
+    assert report.keys == ["a", "b", "c"]
+    assert parse_report(HEADER, "echo.sql", "echo").keys == []
+
+
+def test_a_report_without_key_columns_prints_its_table(user_reports, empty_db, run_cli):
+    result = run_cli("report", "echo", "--reports", str(user_reports), "-f", "table", "--max-width", "40")
+    assert result.code == 0 and "hello" in result.out and result.err == ""
+
+
 def test_values_are_converted_to_the_declared_types():
     report = parse_report(HEADER, "echo.sql", "echo")
     bound = report.bind({"count": "7", "ratio": "0.5", "loud": "yes", "label": "NULL"})

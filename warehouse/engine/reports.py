@@ -4,8 +4,11 @@
     -- description: one line saying what the report answers
     -- param: run VARCHAR = NULL      run name; all runs when NULL
     -- param: top INTEGER = 20        rows to keep
+    -- key: path_us, share_of_path
 
 Parameters are bound as DuckDB named parameters ($run, $top), never pasted into the SQL.
+Key columns are the last a table drops to fit a narrow terminal; a report without the line
+has none.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ class Report:
     sql: str
     source: str
     params: list[Param] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
 
     def params_text(self) -> str:
         """One line per parameter: name, type, default and help."""
@@ -91,7 +95,7 @@ def _given_or_default(param: Param, given: dict[str, object]):
 
 
 def parse_report(text: str, source: str, fallback_name: str) -> Report:
-    name, description, params = fallback_name, "", []
+    name, description, params, keys = fallback_name, "", [], []
     for line in text.splitlines():
         stripped = line.strip()
         if not stripped.startswith("--"):
@@ -100,9 +104,11 @@ def parse_report(text: str, source: str, fallback_name: str) -> Report:
             name = stripped.split(":", 1)[1].strip()
         elif stripped.startswith("-- description:"):
             description = stripped.split(":", 1)[1].strip()
+        elif stripped.startswith("-- key:"):
+            keys = [key.strip() for key in stripped.split(":", 1)[1].split(",") if key.strip()]
         elif match := _PARAM_LINE.match(stripped):
             params.append(_param_from(match, source))
-    return Report(name=name, description=description, sql=text, source=source, params=params)
+    return Report(name=name, description=description, sql=text, source=source, params=params, keys=keys)
 
 
 def _param_from(match: re.Match, source: str) -> Param:
@@ -185,7 +191,19 @@ def run_report(con, report: Report, given: dict[str, object]):
         # a report with no run column (hotspots) reads as one run's answer otherwise
         print(f"note: {report.name} adds up {len(added_up)} runs as one ({_run_list(added_up)}); for one run "
               f"give --param run=NAME (.report {report.name} run=NAME in the shell)", file=sys.stderr)
-    return cursor
+    return ReportCursor(cursor, report.keys)
+
+
+class ReportCursor:
+    """An executed report: DuckDB's cursor, with the report's key columns, which tables keep
+    when they drop columns to fit (ctda_sql.cli.output reads `key_columns`)."""
+
+    def __init__(self, cursor, key_columns: list[str]):
+        self._cursor = cursor
+        self.key_columns = tuple(key_columns)
+
+    def __getattr__(self, name: str):
+        return getattr(self._cursor, name)
 
 
 def _runs_in_scope(con, report: Report, values: dict[str, object]) -> dict[str, bool]:
