@@ -59,3 +59,12 @@ def test_completion_shows_what_a_parameter_is(state):
     assert "counted (self) time" in menu(".report hots")["hotspots"]
     assert "hotspots" in menu(".help report ")
     assert "report" in menu(".help rep")
+
+
+def test_a_report_in_the_shell_keeps_its_key_columns_at_80_columns(state, capsys):
+    # `.report collective_skew` hid last_rank and skew_us at 80 columns, as the command line did
+    run(state, ".maxwidth 80", capsys)
+    worked, out, err = run(state, ".report collective_skew", capsys)
+    header = [cell.strip() for cell in out.splitlines()[1].split("│")[1:-1]]
+    assert worked and {"last_rank", "skew_us"} <= set(header), out + err
+    assert max(len(line) for line in out.splitlines()) <= 80
