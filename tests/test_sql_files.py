@@ -18,7 +18,8 @@ from ctda_sql.engine.reports import bundled_reports, run_report
 from ctda_sql.tracebuilder import TraceBuilder
 
 # Parameters whose default (NULL) the report refuses; values name the small warehouse's runs.
-REQUIRED_PARAMS = {"run_diff": {"run_a": "small", "run_b": "second"}}
+REQUIRED_PARAMS = {"run_diff": {"run_a": "small", "run_b": "second"},
+                   "path_diff": {"run_a": "small", "run_b": "second"}}
 ANALYSIS_TABLES = {"nodes", "edges", "critical_path", "path_events", "analysis_windows"}
 # sqlglot has no grammar for DuckDB macros: parse the macro's body instead of its header
 _MACRO_HEADER = re.compile(
