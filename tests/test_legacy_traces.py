@@ -89,6 +89,32 @@ def two_thread_step(legacy: bool) -> TraceBuilder:
     return b
 
 
+def data_loading_step(legacy: bool) -> TraceBuilder:
+    """A step that waits on data, like the plugin's ResNet-50 samples: Python under
+    enumerate(DataLoader)#... (untraced) before its one op, then the input copy and a kernel:
+      enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ [0,600) (an annotation),
+        aten::stack [500,590) in it
+      aten::to      [600,700)  cudaMemcpyAsync [610,620) -> Memcpy HtoD [620,680)
+      aten::conv2d  [700,800)  cudaLaunchKernel [710,720) -> conv [720,970)
+      cudaDeviceSynchronize [800,980); ProfilerStep#1 [0,1000)
+    The path by hand: aten::stack [500,590) 90, the CPU [600,720) to conv's launch 120, conv
+    [720,970) 250: 460 of 1000 (CPCR 0.46). The rest: 500 before the path (nothing traced
+    in the DataLoader's first 500 us), 10 + 10 between nodes, 20 after the sync's return."""
+    b = TraceBuilder(rank=None, legacy=legacy)
+    main = b.thread(100, "python")
+    b.stream(7)
+    b.step(1, main, ts=0, dur=1000)
+    b.annotation(main, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", ts=0, dur=600)
+    b.cpu_op(main, "aten::stack", ts=500, dur=90)
+    b.cpu_op(main, "aten::to", ts=600, dur=100)
+    b.launch(main, ts=610, dur=10, kernel="Memcpy HtoD (Pageable -> Device)", stream=7, kernel_ts=620,
+             kernel_dur=60, cat="gpu_memcpy", call="cudaMemcpyAsync")
+    b.cpu_op(main, "aten::conv2d", ts=700, dur=100)
+    b.launch(main, ts=710, dur=10, kernel="conv", stream=7, kernel_ts=720, kernel_dur=250)
+    b.runtime(main, "cudaDeviceSynchronize", ts=800, dur=180)
+    return b
+
+
 def analyzed_trace(path: Path, folder: Path):
     con = connect(folder / "legacy.duckdb")
     ingest(con, [path], run_name="scenario", show_progress=False)
@@ -112,7 +138,8 @@ def path_ops(con, method: str = "ctda") -> dict[str, float]:
     return {name: total for name, total in rows if total > 0}
 
 
-@pytest.fixture(params=[single_thread_step, two_thread_step], ids=["single_thread", "two_threads"])
+@pytest.fixture(params=[single_thread_step, two_thread_step, data_loading_step],
+                ids=["single_thread", "two_threads", "data_loading"])
 def scenario(request):
     return request.param
 
@@ -184,3 +211,21 @@ def test_modern_and_legacy_names_give_the_same_critical_path(scenario, tmp_path)
         assert critical_path(legacy, method) == critical_path(modern, method)
         assert path_ops(legacy, method) == path_ops(modern, method)
     assert remainder(legacy) == remainder(modern)
+
+
+def test_a_step_under_0_8_names_the_rest_and_where_it_lies(tmp_path):
+    con = analyzed_trace(data_loading_step(legacy=True).write(tmp_path / "trace.json"), tmp_path)
+    row = remainder(con)
+    assert row["cpcr"] == pytest.approx(0.46)
+    assert (row["slack_before_us"], row["between_nodes_us"], row["slack_after_us"]) == (500, 20, 20)
+    assert row["note"] == (
+        "CPCR 0.46: the rest is mostly slack_before_us (0.5 ms, 50% of the step): the step's start, "
+        "before the path's first node, mostly inside enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ "
+        "(time the trace does not explain: untraced Python, data loading or a wait)")
+    # per_thread paths leave threads out by design: no note there
+    assert remainder(con, method="per_thread")["note"] is None
+
+
+def test_a_step_at_0_8_or_more_has_no_note(tmp_path):
+    con = analyzed_trace(single_thread_step(legacy=True).write(tmp_path / "trace.json"), tmp_path)
+    assert remainder(con)["note"] is None
