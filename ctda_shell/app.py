@@ -26,7 +26,8 @@ from ctda_sql.cli.output import default_format, render, table_width, write_curso
 from ctda_sql.shell.catalog import Catalog
 from ctda_sql.shell.commands import command_attaches, command_writes, is_dot_command, run_dot_command
 from ctda_sql.shell.completion import WarehouseCompleter
-from ctda_sql.shell.runner import QueryCancelled, error_lines, interruptible, run_sql
+from ctda_sql.shell.runner import (QueryCancelled, StatementFailed, error_lines, interruptible, run_sql,
+                                  split_statements)
 from ctda_sql.shell.state import Result, Script, ShellState
 
 HISTORY_ENV = "CTDA_HISTORY"
@@ -35,9 +36,11 @@ CONTINUATION = "  ... "
 WELCOME = "ctda-sql shell on {db}{mode}. End SQL with ';'. .help for commands, Ctrl-D to leave."
 
 
-def run_shell(args) -> int:
+def run_shell(args, commands: list[str] | None = None, mode: str | None = None) -> int:
     """Open the database named by args.db (read-only with args.read_only) and run the loop;
-    statements piped in on stdin run as a batch that stops at the first error (exit 1)."""
+    statements piped in on stdin run as a batch that stops at the first error (exit 1).
+    As with the DuckDB CLI, `commands` (each -c SQL) run as a batch instead, and `mode`
+    (-csv, -json ...) is the first .mode."""
     if getattr(args, "lake", None):
         if args.db:
             raise CtdaError("give --db or --lake, not both")
@@ -45,22 +48,39 @@ def run_shell(args) -> int:
     else:
         state = open_state(args.db, args.read_only, safe=getattr(args, "safe", False))
     try:
+        if commands is not None:
+            return run_batch(state, commands, mode)
         if not _is_tty(sys.stdin):
-            return run_batch(state, sys.stdin.read())
-        mode = " (lake, read-only)" if state.lake else " (read-only)" if state.read_only else ""
-        print(WELCOME.format(db=state.db_path, mode=mode))
+            return run_batch(state, [sys.stdin.read()], mode)
+        state.mode = mode or state.mode
+        kind = " (lake, read-only)" if state.lake else " (read-only)" if state.read_only else ""
+        print(WELCOME.format(db=state.db_path, mode=kind))
         return loop(state, build_session(state))
     finally:
         state.set_output(None)
         state.con.close()
 
 
-def run_batch(state: ShellState, text: str) -> int:
-    """Run piped-in input as `duckdb` and `sqlite3` do: results in csv unless it goes to a
-    terminal, no status lines, stop at the first failing statement with exit status 1."""
+def run_batch(state: ShellState, inputs: list[str], mode: str | None = None) -> int:
+    """Run piped-in input (or each -c) as `duckdb` and `sqlite3` do: results in `mode`, else
+    csv unless they go to a terminal, no status lines, stop at the first failing statement
+    (those before it have run) with exit status 1; a reader that leaves (`| head`) ends it
+    quietly with 0."""
     state.interactive = False
-    state.mode = load_config().format or default_format(sys.stdout)
-    return 0 if run_and_show(state, text) else 1
+    state.mode = mode or load_config().format or default_format(sys.stdout)
+    try:
+        return 0 if all(run_and_show(state, text) for text in inputs) else 1
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
+
+
+def _quiet_stdout() -> None:
+    """Whoever read stdout (`| head`) has gone: what is still buffered for it, and Python's
+    flush at exit, go nowhere instead of printing 'Broken pipe'."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def open_state(db: str | None, read_only: bool = False, safe: bool = False) -> ShellState:
@@ -192,8 +212,13 @@ def run_and_show(state: ShellState, text: str) -> bool:
     except KeyboardInterrupt as exc:  # Ctrl-C in a dot command (.ingest): cancel it, keep the session
         print(f"error: {interrupted_message(exc)}", file=sys.stderr)
         return False
-    except (CtdaError, duckdb.Error, QueryCancelled, OSError) as exc:
-        print("error: " + "\n".join(error_lines(exc)), file=sys.stderr)
+    except BrokenPipeError:
+        if not state.interactive and state.output_file is None:
+            raise  # a batch piped into `head`: run_batch stops quietly
+        print("error: the output was closed (broken pipe)", file=sys.stderr)
+        return False
+    except (CtdaError, duckdb.Error, QueryCancelled, StatementFailed, OSError) as exc:
+        print("error: " + _where(state, exc) + "\n".join(error_lines(exc)), file=sys.stderr)
         return False
     except Exception as exc:  # a bug below the shell must not end the session
         print(f"error: {type(exc).__name__}: {error_lines(exc)[0]}", file=sys.stderr)
@@ -203,16 +228,21 @@ def run_and_show(state: ShellState, text: str) -> bool:
     return True
 
 
+def _where(state: ShellState, exc: BaseException) -> str:
+    """A batch names the line of the statement that failed, as the DuckDB CLI does."""
+    return f"near line {exc.line}: " if isinstance(exc, StatementFailed) and not state.interactive else ""
+
+
 def execute(state: ShellState, text: str) -> None:
     """Run every chunk of `text` in order, dot-command lines and the SQL between them, showing
     each result before the next chunk runs (so `.mode` and `.output` apply from there on)."""
-    for chunk in split_input(text):
+    for line, chunk in input_chunks(text):
         if state.quit_requested:
             return
         attaches_itself = is_dot_command(chunk) and command_attaches(chunk)
         with contextlib.nullcontext() if attaches_itself else state.holding(write=_writes(chunk)):
             if not is_dot_command(chunk):
-                run_sql(state, chunk, lambda cursor: show_cursor(state, cursor))
+                run_sql(state, chunk, lambda cursor: show_cursor(state, cursor), first_line=line)
                 continue
             results = run_dot_command(state, chunk)
             for result in results:
@@ -234,30 +264,41 @@ _READING = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN, duckdb.St
 def _writes(chunk: str) -> bool:
     if is_dot_command(chunk):
         return command_writes(chunk)
-    try:
-        return any(st.type not in _READING for st in duckdb.extract_statements(chunk))
-    except duckdb.Error:
-        return False  # another dialect, or a syntax error that running it will report
+    for _, piece in split_statements(chunk):
+        try:
+            if any(st.type not in _READING for st in duckdb.extract_statements(piece)):
+                return True
+        except duckdb.Error:
+            return False  # another dialect, or a syntax error: what runs before it only reads
+    return False
 
 
 def split_input(text: str) -> list[str]:
     """Dot-command lines on their own, the SQL lines between them joined."""
-    chunks, sql_lines = [], []
-    for line in text.splitlines():
+    return [chunk for _, chunk in input_chunks(text)]
+
+
+def input_chunks(text: str) -> list[tuple[int, str]]:
+    """split_input's chunks, each with the line of `text` it starts on (errors name it)."""
+    chunks, sql_lines, sql_start = [], [], 1
+    for number, line in enumerate(text.splitlines(), 1):
         pending = "\n".join(sql_lines)
         if is_dot_command(line) and input_complete(pending):
-            chunks += [pending, line.strip()] if pending.strip() else [line.strip()]
-            sql_lines = []
+            chunks += [(sql_start, pending), (number, line.strip())] if pending.strip() else [(number, line.strip())]
+            sql_lines, sql_start = [], number + 1
         else:
             sql_lines.append(line)
     if "\n".join(sql_lines).strip():
-        chunks.append("\n".join(sql_lines))
+        chunks.append((sql_start, "\n".join(sql_lines)))
     return chunks
 
 
 def show(state: ShellState, result: Result) -> None:
     if result.columns:
-        write(state, render(result.columns, result.rows, state.mode, _width(state)))
+        try:
+            write(state, render(result.columns, result.rows, state.mode, _width(state), style=state.style()))
+        finally:
+            state.result_shown()
     elif result.message and state.interactive:
         print(result.message, flush=True)  # status lines stay on screen, out of .output files
 
@@ -265,6 +306,13 @@ def show(state: ShellState, result: Result) -> None:
 def show_cursor(state: ShellState, cursor) -> None:
     """Print an executed statement's rows: a table through `write` (it may page), any other
     mode streamed batch by batch."""
+    try:
+        _show_cursor(state, cursor)
+    finally:
+        state.result_shown()
+
+
+def _show_cursor(state: ShellState, cursor) -> None:
     if not cursor.description:
         if state.interactive:
             print("OK", flush=True)
@@ -273,7 +321,7 @@ def show_cursor(state: ShellState, cursor) -> None:
         write(state, "\n".join(row[1] for row in cursor.fetchall()))  # the plan as DuckDB draws it
         return
     if state.mode != "table":
-        write_cursor(cursor, state.mode, state.out())
+        write_cursor(cursor, state.mode, state.out(), style=state.style())
         return
     buffer = io.StringIO()
     write_cursor(cursor, "table", buffer, _width(state), state.max_rows)

@@ -302,7 +302,34 @@ def mode(state, words):
     if words[0] not in FORMATS:
         raise CtdaError(f"unknown mode {words[0]!r}; choose one of {', '.join(FORMATS)}")
     state.mode = words[0]
+    state.separator = None  # as in sqlite3 and the DuckDB CLI: each mode has its own separator
     return Result(message=f"mode {state.mode}")
+
+
+@dot_command(".headers", "on|off", "print the column names in csv, tsv and list", complete=("on", "off"))
+def headers(state, words):
+    state.headers = _on_off(words, ".headers on|off")
+    return Result(message=f"headers {words[0]}")
+
+
+@dot_command(".nullvalue", "TEXT", "the text NULL prints as in csv, tsv and list (default: empty; list: NULL)")
+def nullvalue(state, words):
+    _expect(words, 1, ".nullvalue TEXT", least=1)
+    state.null_text = words[0]
+    return Result(message=f"nullvalue {words[0]!r}")
+
+
+@dot_command(".separator", "SEP", "what separates values in csv, tsv (one character) and list (any text); "
+             "\\t is a tab; .mode sets the format's own again", raw=True)
+def separator(state, words):
+    _expect(words, 1, ".separator SEP", least=1)
+    text = words[0]
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":  # quoted: ' | '
+        text = text[1:-1]
+    if not text:
+        raise CtdaError("usage: .separator SEP (at least one character)")
+    state.separator = text.replace("\\t", "\t")  # as sqlite3 reads it, quoted or not
+    return Result(message=f"separator {state.separator!r}")
 
 
 @dot_command(".maxrows", "N", "rows a table shows (the rest are counted); other modes print every row")
@@ -328,11 +355,15 @@ def _count(words: list[str], usage: str, least: int) -> int:
 
 @dot_command(".timer", "on|off", "show how long each input took", complete=("on", "off"))
 def timer(state, words):
-    _expect(words, 1, ".timer on|off", least=1)
-    if words[0] not in ("on", "off"):
-        raise CtdaError("usage: .timer on|off")
-    state.timer = words[0] == "on"
+    state.timer = _on_off(words, ".timer on|off")
     return Result(message=f"timer {words[0]}")
+
+
+def _on_off(words: list[str], usage: str) -> bool:
+    _expect(words, 1, usage, least=1)
+    if words[0] not in ("on", "off"):
+        raise CtdaError(f"usage: {usage}")
+    return words[0] == "on"
 
 
 @dot_command(".output", "FILE|stdout", "send results to FILE (overwritten), or back to the screen",
@@ -342,6 +373,14 @@ def output(state, words):
     target = None if words[0] == "stdout" else words[0]
     state.set_output(target)
     return Result(message=f"output {target or 'stdout'}")
+
+
+@dot_command(".once", "FILE", "send the next result to FILE (overwritten), then back to the screen",
+             complete=PATHS, names_path=True)
+def once(state, words):
+    _expect(words, 1, ".once FILE", least=1)
+    state.set_output(words[0], once=True)
+    return Result(message=f"output {words[0]} for the next result")
 
 
 @dot_command(".read", "FILE", "run the SQL and dot commands in FILE", complete=PATHS, names_path=True)

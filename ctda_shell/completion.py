@@ -50,6 +50,9 @@ class WarehouseCompleter(Completer):
         current = "" if rest.endswith(" ") or not rest else words.pop()
         if command.complete == commands.PATHS:
             yield from self._path(current, event)
+        elif command.complete == commands.REPORTS and words and "=" in current:
+            key, _, typed = current.partition("=")
+            yield from self._parameter_values(words[0], key, typed)
         else:
             yield from _matching(current, self._argument_choices(command, words), "argument",
                                  kinds=self._argument_kinds(command, words))
@@ -90,6 +93,17 @@ class WarehouseCompleter(Completer):
         report = reports.get(before[0])
         given = {word.partition("=")[0] for word in before[1:]}
         return [f"{p.name}=" for p in report.params if p.name not in given] if report else []
+
+    def _parameter_values(self, report_name: str, key: str, typed: str) -> Iterable[Completion]:
+        """After `.report NAME run=`: the run names, for a parameter that names a run (run,
+        run_a, run_b); quoted when the shell would split them."""
+        report = self.catalog.reports().get(report_name)
+        if report is None or not any(p.name == key for p in report.params):
+            return
+        if key == "run" or key.startswith("run_"):
+            for name in self.catalog.run_names:
+                if name.lower().startswith(typed.lstrip("'\"").lower()):  # also after an opening quote
+                    yield Completion(shlex.quote(name), start_position=-len(typed), display=name, display_meta="run")
 
     def _analyze_words(self, before: list[str]) -> list[str]:
         if before and before[-1] == "--run":

@@ -11,7 +11,8 @@ from typing import TextIO
 import duckdb
 
 from ctda_sql.core.connection import attached
-from ctda_sql.cli.output import DEFAULT_TABLE_ROWS
+from ctda_sql.core.errors import CtdaError
+from ctda_sql.cli.output import DEFAULT_TABLE_ROWS, TextStyle
 
 
 @dataclass
@@ -54,6 +55,12 @@ class ShellState:
     lake: bool = False
     # --safe: SQL reaches no file but the warehouse, and .read reads none
     safe: bool = False
+    # .headers, .nullvalue, .separator: how csv, tsv and list print (None: the format's own)
+    headers: bool = True
+    null_text: str | None = None
+    separator: str | None = None
+    # .once: the output file takes the next result only
+    output_once: bool = False
     # completion cache, told to forget after DDL and ingest (set by the app)
     on_schema_change: list = field(default_factory=list)
 
@@ -72,8 +79,20 @@ class ShellState:
         for callback in self.on_schema_change:
             callback()
 
-    def set_output(self, path: str | None) -> None:
+    def set_output(self, path: str | None, once: bool = False) -> None:
         if self.output_file is not None:
             self.output_file.close()
         self.output_file = open(path, "w", encoding="utf-8") if path else None  # noqa: SIM115
         self.output_path = path
+        self.output_once = once and path is not None
+
+    def result_shown(self) -> None:
+        """Called after each result: a .once file has had its one, and output goes back to the screen."""
+        if self.output_once:
+            self.set_output(None)
+
+    def style(self) -> TextStyle:
+        if self.separator and len(self.separator) != 1 and self.mode in ("csv", "tsv"):
+            raise CtdaError(f"{self.mode} takes a one-character .separator, not {self.separator!r}; "
+                            ".mode list takes any")
+        return TextStyle(self.headers, self.null_text, self.separator)

@@ -385,3 +385,72 @@ def test_open_switches_database_and_keeps_the_session(state, capsys, tmp_path):
     assert "kept" in out and " 0 │" in out
     worked, _, err = run(state, f".open {tmp_path / 'missing.duckdb'} --read-only", capsys)
     assert not worked and "no database at" in err
+
+
+# ---- issue 43 (first use 5): the DuckDB CLI's dot commands --------------------------------
+
+def test_once_sends_only_the_next_result_to_the_file(state, capsys, tmp_path):
+    target = tmp_path / "once.csv"
+    run(state, ".mode csv", capsys)
+    worked, out, err = run(state, f".once {target}", capsys)
+    assert worked, err
+    assert run(state, "SELECT 1 AS a;", capsys)[1] == ""
+    assert run(state, "SELECT 2 AS b;", capsys)[1] == "b\n2\n"
+    assert target.read_text() == "a\n1\n"
+
+
+def test_once_takes_one_result_of_several_statements(state, capsys, tmp_path):
+    target = tmp_path / "once.csv"
+    run(state, ".mode csv", capsys)
+    run(state, f".once {target}", capsys)
+    assert run(state, "SELECT 1 AS a; SELECT 2 AS b;", capsys)[1] == "b\n2\n"
+    assert target.read_text() == "a\n1\n"
+
+
+@pytest.mark.parametrize("lines, out", [
+    ([".headers off"], "1,,x\n"),
+    ([".nullvalue (null)"], "a,b,c\n1,(null),x\n"),
+    ([".separator ;"], "a;b;c\n1;;x\n"),
+    ([".separator \\t"], "a\tb\tc\n1\t\tx\n"),
+    ([".headers off", ".nullvalue NULL", ".separator |"], "1|NULL|x\n"),
+    ([".separator ;", ".mode csv"], "a,b,c\n1,,x\n"),  # a mode sets its own separator again
+])
+def test_headers_nullvalue_and_separator_shape_csv(state, capsys, lines, out):
+    run(state, ".mode csv", capsys)
+    for line in lines:
+        worked, _, err = run(state, line, capsys)
+        assert worked, err
+    assert run(state, "SELECT 1 AS a, NULL AS b, 'x' AS c;", capsys)[1] == out
+
+
+def test_headers_and_separator_reach_the_results_of_dot_commands(state, capsys):
+    for line in (".mode csv", ".headers off", ".separator ;"):
+        run(state, line, capsys)
+    assert run(state, ".help timer", capsys)[1].startswith(".timer;on|off;")
+
+
+def test_csv_refuses_a_separator_of_more_than_one_character(state, capsys):
+    run(state, ".mode csv", capsys)
+    run(state, ".separator ' | '", capsys)
+    worked, out, err = run(state, "SELECT 1 AS a;", capsys)
+    assert not worked and err == "error: csv takes a one-character .separator, not ' | '; .mode list takes any\n"
+
+
+@pytest.mark.parametrize("line, message", [
+    (".headers maybe", "usage: .headers on|off"), (".nullvalue", "usage: .nullvalue TEXT"),
+    (".separator", "usage: .separator SEP"), (".separator ''", "usage: .separator SEP (at least one character)"),
+    (".once", "usage: .once FILE"),
+])
+def test_the_new_dot_commands_refuse_bad_arguments_in_one_line(state, capsys, line, message):
+    worked, _, err = run(state, line, capsys)
+    assert not worked and err == f"error: {message}\n"
+
+
+def test_mode_takes_every_output_format(state, capsys):
+    from ctda_sql.cli.output import FORMATS
+
+    for fmt in FORMATS:
+        worked, _, err = run(state, f".mode {fmt}", capsys)
+        assert worked, err
+        worked, out, err = run(state, "SELECT 1 AS a;", capsys)
+        assert worked and out, (fmt, err)

@@ -119,3 +119,28 @@ def test_column_completion_shows_each_columns_description(completer):
     found = completer.get_completions(Document("SELECT * FROM events e WHERE e.dur"), CompleteEvent(completion_requested=True))
     meta = {c.text: c.display_meta_text for c in found}
     assert meta == {"dur_us": "duration in microseconds (NULL for events without one)"}
+
+
+@pytest.mark.parametrize("text, expected", [
+    (".report runs run=", ["nightly_run"]), (".report hotspots run=nig", ["nightly_run"]),
+    (".report run_diff run_b=", ["nightly_run"]), (".report run_diff run_a='nig", ["nightly_run"]),
+    (".report hotspots top=", []), (".report hotspots nosuch=", []), (".report nosuch run=", []),
+])
+def test_report_run_parameters_complete_to_run_names(completer, text, expected):
+    """Issue 43 (first use 6): `.report X run=<Tab>` offered nothing."""
+    assert candidates(completer, text) == expected
+
+
+def test_a_run_name_the_shell_would_split_is_quoted(tmp_path):
+    from ctda_sql.ingest.load import ingest
+    from shell_helpers import write_trace
+
+    state = open_state(str(tmp_path / "q.duckdb"))
+    with state.holding(write=True):
+        ingest(state.con, [write_trace(tmp_path)], run_name="my run", show_progress=False)
+    completer = WarehouseCompleter(Catalog(state.con, state.holding))
+    try:
+        found = list(completer.get_completions(Document(".report runs run=my"), CompleteEvent(completion_requested=True)))
+        assert [(c.text, c.start_position) for c in found] == [("'my run'", -2)]
+    finally:
+        state.con.close()

@@ -21,6 +21,7 @@ SECRET = "TOPSECRET-line"
 NAMING_A_PATH = {
     ".ingest": "{trace} --run leaked",
     ".output": "{new}",
+    ".once": "{new}",
     ".read": "{secret}",
     ".export": "{new} SELECT 1 AS a",
     ".open": "{new}",

@@ -14,6 +14,7 @@ import json
 import math
 import warnings
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import TextIO
@@ -44,7 +45,7 @@ def _is_tty(stream) -> bool:
 # ---- cursors (streamed) --------------------------------------------------------------------
 
 def write_cursor(cursor, fmt: str, out: TextIO, width: int | None = None,
-                 max_rows: int = DEFAULT_TABLE_ROWS) -> int:
+                 max_rows: int = DEFAULT_TABLE_ROWS, style: TextStyle | None = None) -> int:
     """Print the rows of an executed cursor to `out`; returns how many rows it held.
 
     Tables fetch only the rows they show and count the rest, and keep a report's key columns
@@ -62,7 +63,7 @@ def write_cursor(cursor, fmt: str, out: TextIO, width: int | None = None,
     if fmt in _EXACT:
         types = [str(d[1]) for d in cursor.description]
         return _EXACT[fmt](columns, types, _exact_batches(cursor, types), out)
-    return _write_stream(_STREAMS[fmt](columns, out), lambda: cursor.fetchmany(BATCH_ROWS), out)
+    return _write_stream(_stream(fmt, style)(columns, out), lambda: cursor.fetchmany(BATCH_ROWS), out)
 
 
 def _count_rest(cursor) -> int:
@@ -91,7 +92,7 @@ def _check_format(fmt: str) -> None:
 # ---- rows in memory --------------------------------------------------------------------------
 
 def render(columns: list[str], rows: list[tuple], fmt: str = "table", width: int | None = None,
-           total: int | None = None, keys: Collection[str] = ()) -> str:
+           total: int | None = None, keys: Collection[str] = (), style: TextStyle | None = None) -> str:
     """The rows as text in `fmt`; tables fit `width`, keep the `keys` columns and say when
     `total` rows exceed them."""
     _check_format(fmt)
@@ -101,7 +102,7 @@ def render(columns: list[str], rows: list[tuple], fmt: str = "table", width: int
     if fmt in _EXACT:
         _EXACT[fmt](columns, [None] * len(columns), iter([rows]), buffer)
     else:
-        _write_stream(_STREAMS[fmt](columns, buffer), iter([rows, []]).__next__, buffer)
+        _write_stream(_stream(fmt, style)(columns, buffer), iter([rows, []]).__next__, buffer)
     return buffer.getvalue().rstrip("\n")
 
 
@@ -161,6 +162,41 @@ def _html_writer(columns, out):
 
 _STREAMS = {"csv": _csv_writer(","), "tsv": _csv_writer("\t"), "markdown": _markdown_writer, "line": _line_writer,
             "list": _list_writer, "html": _html_writer}
+
+
+@dataclass(frozen=True)
+class TextStyle:
+    """The shell's .headers, .nullvalue and .separator, honoured by csv, tsv and list."""
+
+    headers: bool = True
+    null: str | None = None  # text for NULL; default: empty in csv and tsv, NULL in list
+    separator: str | None = None  # default: the format's own (',', tab, '|'); csv and tsv need one character
+
+
+_SEPARATORS = {"csv": ",", "tsv": "\t", "list": "|"}
+
+
+def _stream(fmt: str, style: TextStyle | None):
+    """The writer of a streaming format, styled when `style` asks for it."""
+    if style is None or style == TextStyle() or fmt not in _SEPARATORS:
+        return _STREAMS[fmt]
+    separator = style.separator or _SEPARATORS[fmt]
+    null = style.null if style.null is not None else "NULL" if fmt == "list" else ""
+
+    def start(columns, out):
+        if fmt == "list":
+            def line(values):
+                out.write(separator.join(values) + "\n")
+        else:
+            line = csv.writer(out, lineterminator="\n", delimiter=separator).writerow
+        if style.headers:
+            line(columns)
+
+        def write(batch, _):
+            for row in batch:
+                line([null if v is None else _cell(v) for v in row])
+        return write
+    return start
 
 
 # ---- json, jsonlines, insert: exact values -----------------------------------------------------
