@@ -256,6 +256,13 @@ def test_long_cpp_names_lose_their_template_arguments_and_alike_ones_are_numbere
     assert "Memcpy DtoD (Device -> Device)" in short[3] and "void f<int>(int)" in short[4]  # nothing to cut
 
 
+def test_a_table_narrower_than_its_names_still_shows_them_cut():
+    rows = [("void f<int>(int) called from a long place", 1), ("void f<long>(int) called from a long place", 2)]
+    lines = _table_lines(["name", "v"], rows, 30)
+    assert [_cells_of(line)[0][-3:] for line in lines[3:5]] == ["[1]", "[2]"]
+    assert _cells_of(_table_lines(["n", "v"], rows, 12)[3]) == ["f…ce", "…"]  # too narrow to number: it still fits
+
+
 def test_report_errors_read_like_the_projects_own(warehouse, run_cli):
     result = run_cli("report", "run_diff")
     assert result.code == 1 and result.err.strip() == "error: run_diff needs run_a and run_b"

@@ -169,8 +169,9 @@ def _shown_width(shown: list[int | None], widths: list[int]) -> int:
 
 
 def _drop(widths: list[int], width: int, first: list[int]) -> list[int | None]:
-    """The columns of `first` while they fit, then the columns from the left while they fit,
-    then from the right while they still do; a … column stands for each run left out."""
+    """The columns of `first` (key columns, then the naming column) that fit, then the
+    columns from the left while they fit, then from the right while they still do; a …
+    column stands for each run left out."""
     chosen: set[int] = set()
 
     def fits(extra: int) -> bool:
@@ -179,6 +180,8 @@ def _drop(widths: list[int], width: int, first: list[int]) -> list[int | None]:
     for index in first:
         if fits(index):
             chosen.add(index)
+    if first and not chosen:  # nothing fits whole: the naming column, shrunk to the width
+        chosen.add(first[-1])
     front = 0
     while front < len(widths) and (front in chosen or fits(front)):
         chosen.add(front)
@@ -212,9 +215,9 @@ def _cut_column(texts: list[str], width: int) -> list[str]:
     for text, short in zip(texts, cut):
         sources.setdefault(short, set()).add(text)
     alike = {short for short, found in sources.items() if len(found) > 1}
-    if not alike:
-        return cut
     room = width - text_width(f" [{len(texts)}]")
+    if not alike or room < 2:  # a column too narrow for a number keeps its cut
+        return cut
     numbers: dict[str, dict[str, int]] = {}
     for i, (text, short) in enumerate(zip(texts, cut)):
         if short in alike:
