@@ -129,6 +129,9 @@ def help_text() -> str:
             lines.append(f"{usage.ljust(HELP_COLUMN)}{command.help}")
         else:
             lines += [usage, " " * HELP_COLUMN + command.help]
+    lines += ["", "the DuckDB CLI's flags (before or after `shell`):",
+              f"  {'-c SQL'.ljust(HELP_COLUMN - 2)}run SQL or a dot command as a batch and leave (repeatable)",
+              f"  {'-csv, -json, -line, -markdown'.ljust(HELP_COLUMN - 2)}the output mode (any .mode: -tsv, -table ...)"]
     return "\n".join(lines)
 
 

@@ -454,3 +454,17 @@ def test_mode_takes_every_output_format(state, capsys):
         assert worked, err
         worked, out, err = run(state, "SELECT 1 AS a;", capsys)
         assert worked and out, (fmt, err)
+
+
+def test_statements_are_cut_only_at_semicolons_outside_strings_and_comments():
+    from ctda_sql.shell.runner import split_statements
+
+    sql = "SELECT 'µ;s' AS a; -- c;d\n/* e;f */ SELECT $$x;y$$, \"q;r\";\n\n  SELEC 2;;\nSELECT 3"
+    assert split_statements(sql, first_line=10) == [
+        (10, "SELECT 'µ;s' AS a;"), (11, "SELECT $$x;y$$, \"q;r\";"), (13, "SELEC 2;"), (13, ";"), (14, "SELECT 3")]
+
+
+def test_a_statement_after_a_syntax_error_in_one_input_does_not_run_but_those_before_do(state, capsys):
+    worked, out, err = run(state, "SELECT 'first' AS a;\nSELEC 2;\nSELECT 'third' AS c;", capsys)
+    assert not worked and "first" in out and "third" not in out
+    assert err.splitlines()[:2] == ['error: Parser Error: syntax error at or near "SELEC"', "LINE 2: SELEC 2;"]

@@ -131,3 +131,8 @@ def test_the_batch_examples_of_the_shell_doc_run(tmp_path, monkeypatch):
     for block in blocks:
         done = subprocess.run(["bash", "-c", prelude + block], cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0 and done.stderr == "" and done.stdout, (block, done.stderr)
+
+
+def test_shell_help_lists_the_duckdb_flags(db):
+    done = ctda(db, "shell", "--help")
+    assert done.returncode == 0 and "-c SQL" in done.stdout and "-csv, -json, -line, -markdown" in done.stdout
