@@ -222,3 +222,28 @@ COMMENT ON COLUMN comm_model.sizes IS 'distinct message sizes';
 
 COMMENT ON TABLE schema_version IS 'internal: fingerprint of the schema this database was last set up with';
 COMMENT ON COLUMN schema_version.fingerprint IS 'hash of the bundled schema and comment files; a writable open redoes the DDL when it differs';
+
+COMMENT ON TABLE advice_findings IS 'what to fix, ranked by the saving the replay predicts: the last `ctda-sql advise` of each run';
+COMMENT ON COLUMN advice_findings.run_id IS 'run key (runs.run_id)';
+COMMENT ON COLUMN advice_findings.place IS 'rank of the finding, 1 = the largest saving';
+COMMENT ON COLUMN advice_findings.rule IS 'stable rule id (data_loading, host_sync, pageable_memcpy, launch_bound, exposed_comm, straggler, pipeline_bubble, optimizer, unexplained_idle)';
+COMMENT ON COLUMN advice_findings.title IS 'what the rule found, in a line';
+COMMENT ON COLUMN advice_findings.fix IS 'one concrete fix a PyTorch user can act on (NULL: none can be named from the trace)';
+COMMENT ON COLUMN advice_findings.evidence IS 'path time and share, counts, steps and ranks, top events, and why a saving was not replayed';
+COMMENT ON COLUMN advice_findings.scenario IS 'the ctda-sql whatif arguments whose replay gives saving_us';
+COMMENT ON COLUMN advice_findings.saving_us IS 'median over steps of (replayed job step - step predicted under the scenario), us; NULL when not replayed';
+COMMENT ON COLUMN advice_findings.saving_share IS 'saving_us / the median measured step';
+COMMENT ON COLUMN advice_findings.path_us IS 'the pattern''s time on the critical path per step that holds it, us';
+COMMENT ON COLUMN advice_findings.steps IS 'steps (windows) where the pattern is on the path';
+COMMENT ON COLUMN advice_findings.ranks IS 'ranks where the pattern is on the path';
+
+COMMENT ON TABLE advice_profile IS 'the causal profile of each run''s last advise: the path''s largest regions and what the replay predicts they buy at half and at zero time';
+COMMENT ON COLUMN advice_profile.run_id IS 'run key (runs.run_id)';
+COMMENT ON COLUMN advice_profile.place IS 'rank of the region by path time, 1 = the largest';
+COMMENT ON COLUMN advice_profile.kind IS 'annotation, op, kernel or collective';
+COMMENT ON COLUMN advice_profile.label IS 'the region''s event name';
+COMMENT ON COLUMN advice_profile.rank IS 'the rank whose collectives the region is; NULL: the region on every rank';
+COMMENT ON COLUMN advice_profile.path_us IS 'the region''s critical-path time per step that holds it, us';
+COMMENT ON COLUMN advice_profile.saving_at_half_us IS 'the replay''s median saving per step if the region took half its time, us';
+COMMENT ON COLUMN advice_profile.saving_at_zero_us IS 'the replay''s median saving per step if the region took no time, us';
+COMMENT ON COLUMN advice_profile.note IS 'why the saving at zero is under half the path time, when it is';

@@ -328,6 +328,34 @@ class Warehouse:
         return self.con.sql("SELECT * FROM whatif_steps WHERE scenario = $name ORDER BY ALL",
                             params={"name": scenario_name})
 
+    def advise(self, run: str | None = None, rank: int | None = None, step: int | None = None,
+               top: int = 10) -> dict:
+        """What to fix first and what it buys (docs/advice.md): the findings, ranked by the
+        saving the what-if replay predicts, and the causal profile of the path's largest regions,
+        as one JSON-ready dict; the run's rows of advice_findings / advice_profile are replaced."""
+        from ctda_sql.advice.advise import advise
+
+        run, rank, step, top = _text("run", run), _whole("rank", rank), _whole("step", step), _whole("top", top)
+        self._refuse_on_lake("advise")
+        document = advise(self.con, run=run, rank=rank, step=step, top=10 if top is None else top)
+        self._finish_pending_result()
+        return document
+
+    def diff(self, run_a: str, run_b: str, rank: int | None = None) -> dict:
+        """Why run B's step differs from run A's, along their critical paths (docs/advice.md):
+        rows by region whose deltas, with `unexplained_us`, sum exactly to the difference."""
+        from ctda_sql.advice.diff import diff
+
+        run_a, run_b = _text("run_a", run_a, optional=False), _text("run_b", run_b, optional=False)
+        rank = _whole("rank", rank)
+        self._refuse_on_lake("diff")
+        return diff(self.con, run_a, run_b, rank=rank)
+
+    def _refuse_on_lake(self, command: str) -> None:
+        if self.lake is not None:
+            raise CtdaError(f"{command} needs a warehouse database, not a lake: ingest the run into one "
+                            f"(ctda-sql ingest PATH --db FILE --analyze)")
+
     def _finish_pending_result(self) -> None:
         """DuckDB refuses a new relation while a result of execute() is unread: read it."""
         try:

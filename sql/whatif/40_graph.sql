@@ -60,7 +60,13 @@ FROM wi_edge_times AS e
 LEFT JOIN wi_removed AS cs ON cs.run_id = e.run_id AND cs.rank = e.rank AND cs.lane = e.src_lane AND cs.t = e.src_start_us
 LEFT JOIN wi_removed AS ca ON ca.run_id = e.run_id AND ca.rank = e.rank AND ca.lane = e.src_lane AND ca.t = e.allowed_us
 LEFT JOIN wi_removed AS cg ON cg.run_id = e.run_id AND cg.rank = e.rank AND cg.lane = e.dst_lane AND cg.t = e.allowed_us
-LEFT JOIN wi_removed AS cd ON cd.run_id = e.run_id AND cd.rank = e.rank AND cd.lane = e.dst_lane AND cd.t = e.dst_start_us;
+LEFT JOIN wi_removed AS cd ON cd.run_id = e.run_id AND cd.rank = e.rank AND cd.lane = e.dst_lane AND cd.t = e.dst_start_us
+-- --drop-syncs: no CPU node waits for GPU work (an edge from a GPU node into a CPU node is a
+-- blocking sync's, measured or inferred); the CPU goes on from the sync's start
+WHERE NOT ($drop_syncs AND EXISTS (
+    SELECT 1 FROM wi_nodes AS sn, wi_nodes AS dn
+    WHERE sn.window_index = e.window_index AND sn.seq = e.src_seq AND sn.kind = 'gpu'
+      AND dn.window_index = e.window_index AND dn.seq = e.dst_seq AND dn.kind = 'cpu'));
 
 -- Windows whose CPU side waited for launch-queue slots (wi_queue_waits) kept the GPU's pace:
 -- each launch waited for an earlier kernel to finish, one completion per launch. The kernels

@@ -227,9 +227,10 @@ def build_parser(shell_help: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ctda-sql {__version__}")
     parser.add_argument("--db", help="database file (default: $CTDA_DB or ./ctda.duckdb)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from ctda_sql.cli.advice import add_parsers as add_advice
     from ctda_sql.cli.export import add_export
 
-    for add in (_add_ingest, _add_analyze, _add_whatif, _add_report, _add_query, _add_meta, add_export,
+    for add in (_add_ingest, _add_analyze, _add_whatif, add_advice, _add_report, _add_query, _add_meta, add_export,
                 _add_demo, _add_shell):
         add(sub)
     if shell_help:  # the dot commands, described by the layer that defines them

@@ -207,7 +207,7 @@ def _limit_memory(con: duckdb.DuckDBPyConnection) -> None:
 PUBLIC_TABLES = ("runs", "traces", "events", "steps", "threads",
                  "analysis_windows", "nodes", "edges", "critical_path", "path_events", "phase_rules",
                  "collective_instances", "cross_rank_segments",
-                 "whatif_steps", "whatif_path", "comm_model",
+                 "whatif_steps", "whatif_path", "comm_model", "advice_findings", "advice_profile",
                  "schema_version")
 
 

@@ -34,6 +34,9 @@ class Scenario:
     latency_us: float | None = None
     allreduce: str | None = None
     world_size: int | None = None
+    # every blocking host sync of the replayed steps lets the CPU go on at once (the GPU work
+    # it waited for no longer holds it): `.item()` / `.cpu()` removed, or made non-blocking
+    drop_syncs: bool = False
 
     @property
     def network_changed(self) -> bool:
@@ -47,6 +50,7 @@ class Scenario:
                       for s in self.scales],
             "comm_bandwidth_scale": self.bandwidth_scale, "comm_latency_us": self.latency_us,
             "allreduce": self.allreduce, "world_size": self.world_size,
+            **({"drop_syncs": True} if self.drop_syncs else {}),
         })
 
     def validate(self) -> None:

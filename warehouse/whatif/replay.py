@@ -156,7 +156,7 @@ def _prepare(con, params: dict, scenario: Scenario) -> None:
         "resume_us": RESUME_US,
         "network_changed": scenario.network_changed, "bandwidth_scale": float(scenario.bandwidth_scale),
         "latency_us": scenario.latency_us, "algorithm": scenario.allreduce, "world_size": scenario.world_size,
-        "min_wait_us": MIN_WAIT_US, "handoff_us": HANDOFF_US,
+        "min_wait_us": MIN_WAIT_US, "handoff_us": HANDOFF_US, "drop_syncs": bool(scenario.drop_syncs),
     }
     for stage in PREPARE:
         _execute(con, f"whatif/{stage}", values)
@@ -166,6 +166,12 @@ def _prepare(con, params: dict, scenario: Scenario) -> None:
 def _statements(name: str) -> tuple[tuple[str, frozenset], ...]:
     """The statements of a stage and their parameters (parsed once per process)."""
     return tuple((st, frozenset(names)) for st, names in sqlfiles.parameterized_statements(sqlfiles.load(name)))
+
+
+def execute_stage(con, name: str, values: dict) -> None:
+    """Run the statements of the SQL file `name` (under ctda_sql.sql) with its parameters from
+    `values`; a failing statement is a CtdaError naming the file."""
+    _execute(con, name, values)
 
 
 def _execute(con, name: str, values: dict) -> None:

@@ -1,0 +1,65 @@
+-- Where the critical path's time goes, by region, for `advise` (warehouse/advice/advise.py).
+-- reads:  runs, analysis_windows, critical_path, nodes, path_events, events, threads
+-- makes:  _adv_windows(run_id, rank, step, window_us)                 the analysed windows in scope
+--         _adv_stretches(run_id, rank, step, pid, tid, from_us, to_us)  the stretches of the ctda path
+--                 that a CPU thread holds: each CPU node's counted window, and the gap before it
+--                 when the path was already on that thread (or the window's start): a thread
+--                 that sleeps or waits inside an annotation holds the path there
+--         _adv_events(run_id, rank, step, event_id, name, cat, self_us, inclusive_us, kind)
+--                 counted events on the ctda path; kind: op, kernel, runtime, python, other
+--         _adv_annotations(run_id, rank, step, name, path_us, occurrences)  user annotations
+--                 (not ProfilerStep#) on main and autograd threads, with the path time they enclose
+-- param:  run_id INTEGER, rank INTEGER (NULL: every rank), step BIGINT (NULL: every step)
+
+CREATE OR REPLACE TEMP TABLE _adv_windows AS
+SELECT run_id, rank, step, start_us, window_us
+FROM analysis_windows
+WHERE run_id = $run_id AND ($rank IS NULL OR rank = $rank) AND ($step IS NULL OR step = $step);
+
+CREATE OR REPLACE TEMP TABLE _adv_stretches AS
+WITH path AS (
+    SELECT c.run_id, c.rank, c.step, c.seq, c.counted_start_us, c.counted_end_us, c.gap_before_us,
+           n.kind, n.pid, n.tid,
+           lag(n.kind) OVER by_seq AS previous_kind,
+           lag(n.pid) OVER by_seq AS previous_pid,
+           lag(n.tid) OVER by_seq AS previous_tid
+    FROM critical_path AS c
+    JOIN nodes AS n USING (run_id, rank, step, method, node_id)
+    SEMI JOIN _adv_windows AS w USING (run_id, rank, step)
+    WHERE c.method = 'ctda'
+    WINDOW by_seq AS (PARTITION BY c.run_id, c.rank, c.step ORDER BY c.seq)
+)
+SELECT run_id, rank, step, pid, tid, counted_start_us AS from_us, counted_end_us AS to_us
+FROM path
+WHERE kind = 'cpu'
+UNION ALL
+SELECT run_id, rank, step, pid, tid, counted_start_us - gap_before_us, counted_start_us
+FROM path
+WHERE kind = 'cpu' AND gap_before_us > 0
+  AND (previous_kind IS NULL
+       OR (previous_kind = 'cpu' AND previous_pid IS NOT DISTINCT FROM pid AND previous_tid = tid));
+
+CREATE OR REPLACE TEMP TABLE _adv_events AS
+SELECT e.run_id, e.rank, e.step, e.event_id, e.name, e.cat, e.self_us, e.inclusive_us,
+       CASE WHEN is_gpu_work(e.cat) THEN 'kernel'
+            WHEN e.cat IN ('cpu_op', 'Operator') THEN 'op'
+            WHEN e.cat IN ('cuda_runtime', 'cuda_driver', 'Runtime') THEN 'runtime'
+            WHEN e.cat = 'python_function' THEN 'python'
+            ELSE 'other' END AS kind
+FROM path_events AS e
+SEMI JOIN _adv_windows AS w USING (run_id, rank, step)
+WHERE e.method = 'ctda';
+
+CREATE OR REPLACE TEMP TABLE _adv_annotations AS
+SELECT s.run_id, s.rank, s.step, a.name,
+       sum(least(a.end_us, s.to_us) - greatest(a.ts_us, s.from_us)) AS path_us,
+       count(DISTINCT a.event_id) AS occurrences
+FROM _adv_stretches AS s
+JOIN events AS a
+    ON a.run_id = s.run_id AND a.rank = s.rank AND a.pid IS NOT DISTINCT FROM s.pid AND a.tid = s.tid
+   AND a.ph = 'X' AND a.cat IN ('user_annotation', 'Trace') AND NOT starts_with(a.name, 'ProfilerStep#')
+   AND a.ts_us < s.to_us AND a.end_us > s.from_us
+JOIN threads AS t
+    ON t.run_id = a.run_id AND t.rank = a.rank AND t.pid = a.pid AND t.tid = a.tid
+   AND t.role IN ('main', 'autograd')
+GROUP BY ALL;

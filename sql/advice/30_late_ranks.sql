@@ -1,0 +1,55 @@
+-- The rank the others wait for, and the region on its path that made it late (for the
+-- straggler and pipeline_bubble rules).
+-- reads:  collective_instances, _adv_windows, _adv_annotations, _adv_events (10_path_regions.sql)
+-- makes:  _adv_late_ranks(run_id, rank, waited_us, windows, instances, last_share, p2p,
+--                         region, region_category, region_us, others_us, region_factor)
+--         one row at most: the rank whose lateness the others waited longest for (waited_us,
+--         over the steps in scope), the share of matched calls it was last to, whether the
+--         waits were point-to-point (a pipeline), and its region whose path time per step
+--         most exceeds the other ranks' mean (region_factor: the share of it the others need)
+-- param:  run_id INTEGER, step BIGINT (NULL: every step)
+
+CREATE OR REPLACE TEMP TABLE _adv_late_ranks AS
+WITH calls AS (
+    SELECT * FROM collective_instances
+    WHERE run_id = $run_id AND matched AND ($step IS NULL OR step = $step)
+),
+caused AS (
+    SELECT last_rank AS rank, sum(wait_us) AS waited_us, count(DISTINCT step) AS windows,
+           bool_or(name IN ('send', 'recv', 'isend', 'irecv')) AS p2p
+    FROM calls
+    WHERE rank <> last_rank AND wait_us > 0
+    GROUP BY last_rank
+),
+late AS (
+    SELECT c.*, (SELECT count(DISTINCT (pg, seq)) FROM calls AS k WHERE k.last_rank = c.rank) AS instances,
+           (SELECT count(DISTINCT (pg, seq)) FROM calls AS k WHERE k.last_rank = c.rank)
+               / (SELECT count(DISTINCT (pg, seq)) FROM calls) AS last_share
+    FROM caused AS c
+    ORDER BY waited_us DESC, rank
+    LIMIT 1
+),
+regions AS (
+    SELECT rank, name, 'user_annotation' AS category, sum(path_us) AS path_us FROM _adv_annotations GROUP BY ALL
+    UNION ALL
+    SELECT rank, name, cat, sum(self_us) FROM _adv_events WHERE kind IN ('op', 'python') GROUP BY ALL
+),
+steps AS (
+    SELECT count(DISTINCT step) AS steps, count(DISTINCT rank) AS ranks FROM _adv_windows
+),
+excess AS (
+    SELECT r.name, r.category,
+           sum(r.path_us) FILTER (WHERE r.rank = l.rank) / any_value(s.steps) AS region_us,
+           coalesce(sum(r.path_us) FILTER (WHERE r.rank <> l.rank), 0) / any_value(s.steps)
+               / greatest(any_value(s.ranks) - 1, 1) AS others_us
+    FROM regions AS r, late AS l, steps AS s
+    GROUP BY ALL
+    HAVING sum(r.path_us) FILTER (WHERE r.rank = l.rank) > 0
+    ORDER BY region_us - others_us DESC, r.name
+    LIMIT 1
+)
+SELECT $run_id AS run_id, l.rank, l.waited_us, l.windows, l.instances, l.last_share, l.p2p,
+       x.name AS region, x.category AS region_category, x.region_us, x.others_us,
+       least(1.0, x.others_us / x.region_us) AS region_factor
+FROM late AS l
+LEFT JOIN excess AS x ON true;

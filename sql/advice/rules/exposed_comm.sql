@@ -1,0 +1,25 @@
+-- rule: exposed_comm. Collectives on the critical path: communication that no compute hides.
+-- reads:  _adv_events, _adv_windows
+-- makes:  one finding row (warehouse/advice/advise.py FINDING_COLUMNS), or none
+-- Scenario: --comm-bandwidth-scale 2 (every collective's transfer twice as fast).
+WITH comm AS (
+    SELECT run_id, rank, step, name, inclusive_us AS path_us
+    FROM _adv_events
+    WHERE regexp_matches(name, '(?i)^(nccl|gloo:|c10d::|record_param_comms)')
+),
+names AS (
+    SELECT name, sum(path_us) AS path_us FROM comm GROUP BY name ORDER BY path_us DESC, name LIMIT 5
+)
+SELECT 'exposed_comm' AS rule,
+       'Communication is exposed on the critical path' AS title,
+       'Overlap communication with compute: DDP with smaller buckets (bucket_cap_mb) so all-reduces start during '
+           || 'backward, FSDP with forward/backward prefetch, no sync on gradients before the optimizer; or a faster '
+           || 'interconnect (the saving shown is for a network twice as fast)' AS fix,
+       (SELECT sum(path_us) FROM comm) AS path_us, (SELECT count(DISTINCT (rank, step)) FROM comm) AS windows,
+       (SELECT list(DISTINCT rank ORDER BY rank) FROM comm) AS ranks, (SELECT count(*) FROM comm) AS occurrences,
+       list(name ORDER BY path_us DESC, name) AS top_events,
+       []::VARCHAR[] AS scale_names, []::VARCHAR[] AS scale_categories, []::DOUBLE[] AS scale_factors,
+       []::VARCHAR[] AS scale_ranks, 2.0 AS bandwidth_scale, false AS drop_syncs,
+       NULL::VARCHAR AS not_replayable, NULL::VARCHAR AS detail
+FROM names
+HAVING count(*) > 0;

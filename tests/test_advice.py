@@ -1,0 +1,183 @@
+"""`ctda-sql advise`: the findings, their replayed savings and the causal profile, against
+hand-made traces whose answer is derived by hand and against recorded before/after pairs
+where the fix was applied for real (docs/advice.md has the table)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+
+import pytest
+
+from ctda_sql.advice.advise import advise, rule_names
+from ctda_sql.api import Warehouse
+from ctda_sql.core.errors import CtdaError
+from ctda_sql.tracebuilder import TraceBuilder
+
+DATA = Path(__file__).parent / "data"
+RULES = {"data_loading", "host_sync", "pageable_memcpy", "launch_bound", "exposed_comm", "straggler",
+         "pipeline_bubble", "optimizer", "unexplained_idle"}
+
+
+@dataclass(frozen=True)
+class Pair:
+    before: list        # the repetitions of the variant with the pattern (paths)
+    after: list         # the repetitions with the fix applied for real
+    rule: str           # the finding that must come first on `before`
+
+
+def _reps(folder: str, variant: str) -> list[Path]:
+    return [DATA / folder / f"{variant}-r{i}.json.gz" for i in (1, 2, 3)]
+
+
+PAIRS = {
+    "data loading removed (CPU)": Pair(_reps("whatif", "stall20"), _reps("whatif", "stall0"), "data_loading"),
+    "host syncs removed (CUDA)": Pair(_reps("advice", "hostsync"), _reps("advice", "nosync"), "host_sync"),
+    "pinned, non-blocking copies (CUDA)": Pair(_reps("advice", "pageable"), _reps("advice", "pinned"),
+                                               "pageable_memcpy"),
+    "foreach/fused optimizer (CPU)": Pair(_reps("advice", "optsgd_loop"), _reps("advice", "optsgd_foreach"),
+                                          "optimizer"),
+    "fused optimizer (CUDA)": Pair(_reps("advice", "foreach"), _reps("advice", "fused"), "optimizer"),
+    "the straggler's stall removed (2 gloo ranks)": Pair([DATA / "gloo" / "straggler"], [DATA / "gloo" / "balanced"],
+                                                         "straggler"),
+    "the slow pipeline stage balanced (2 gloo ranks)": Pair(
+        [DATA / "gloo_pairs" / f"pipeline_slow-{i}" for i in (1, 2, 3)],
+        [DATA / "gloo_pairs" / f"pipeline-{i}" for i in (1, 2, 3)], "pipeline_bubble"),
+}
+# the launch-bound pair: the eager step vs the same step replayed from a CUDA graph
+PAIRS["CUDA graph (CUDA)"] = Pair(_reps("advice", "launchbound"), _reps("advice", "graphed"), "launch_bound")
+
+
+def _job_median(wh: Warehouse, run: str) -> float:
+    """The run's median job step (the slowest rank's window per step)."""
+    return wh.con.execute("SELECT median(step_us) FROM (SELECT step, max(window_us) AS step_us FROM analysis_windows "
+                  "JOIN runs AS r USING (run_id) WHERE r.name = $run GROUP BY step)", {"run": run}).fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def pairs_db(tmp_path_factory):
+    wh = Warehouse(tmp_path_factory.mktemp("advice") / "pairs.duckdb")
+    for pair in PAIRS.values():
+        for path in pair.before + pair.after:
+            name = _name(path)
+            if not wh.con.execute("SELECT count(*) FROM runs WHERE name = $n", {"n": name}).fetchone()[0]:
+                wh.ingest([path], run=name, show_progress=False)
+                wh.analyze(run=name)
+    yield wh
+    wh.close()
+
+
+def _name(path: Path) -> str:
+    return f"{path.parent.name}/{path.name.removesuffix('.json.gz')}"
+
+
+@pytest.mark.parametrize("case", list(PAIRS))
+def test_the_top_finding_names_the_applied_fix_and_predicts_its_saving(pairs_db, case):
+    pair = PAIRS[case]
+    before = [_job_median(pairs_db, _name(p)) for p in pair.before]
+    after = [_job_median(pairs_db, _name(p)) for p in pair.after]
+    measured_saving = median(before) - median(after)
+    # the runs' own noise: the spread of the repetitions of each variant
+    noise = max(max(before) - min(before), max(after) - min(after))
+    document = advise(pairs_db.con, run=_name(pair.before[0]), persist=False)
+    top = document["findings"][0]
+    assert top["rule"] == pair.rule, document["findings"]
+    bound = max(0.15 * measured_saving, noise)
+    assert abs(top["saving_us"] - measured_saving) <= bound, (top, measured_saving, bound)
+
+
+def _stall_trace(path: Path, stall_us: float, steps: int = 4) -> Path:
+    """One thread: each 1000 us step is a `data_loading` annotation of `stall_us` with nothing in
+    it (a sleep), then 1000 - stall_us of one op."""
+    b = TraceBuilder(rank=0)
+    main = b.thread(100, "pt_main_thread")
+    for i in range(steps):
+        start = i * 1000
+        b.step(i + 1, main, ts=start, dur=1000)
+        b.annotation(main, "data_loading", ts=start + 1, dur=stall_us - 1)
+        b.cpu_op(main, "aten::mm", ts=start + stall_us, dur=1000 - stall_us - 1)
+    return b.write(path)
+
+
+def test_a_hand_made_data_loading_stall_is_found_and_its_removal_saves_its_time(tmp_path):
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest([_stall_trace(tmp_path / "t.json.gz", 400)], run="stall", show_progress=False)
+        wh.analyze(run="stall")
+        document = wh.advise(run="stall")
+    top = document["findings"][0]
+    # by hand: 399 us of the 1000 us step is the stall; removing it leaves the op (599 us)
+    assert top["rule"] == "data_loading"
+    assert top["scenario"] == "--scale user_annotation:data_loading=0"
+    assert top["path_us"] == pytest.approx(399, abs=2)
+    assert top["saving_us"] == pytest.approx(400, abs=3)
+    zero = {p["label"]: p for p in document["profile"]}["data_loading"]
+    assert zero["saving_at_half_us"] == pytest.approx(200, abs=3)
+    assert zero["saving_at_zero_us"] == pytest.approx(400, abs=3)
+
+
+def test_the_document_follows_the_contract_and_is_stored(tmp_path):
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest([_stall_trace(tmp_path / "t.json.gz", 400)], run="stall", show_progress=False)
+        wh.analyze(run="stall")
+        document = wh.advise(run="stall")
+        stored = wh.sql("SELECT rule, saving_us FROM advice_findings ORDER BY place").fetchall()
+        report = wh.report("advice", run="stall").fetchall()
+    assert {"run", "step_us", "findings", "profile"} <= set(document)
+    for finding in document["findings"]:
+        assert {"rule", "title", "fix", "evidence", "scenario", "saving_us", "saving_share", "steps",
+                "ranks"} <= set(finding)
+        assert finding["rule"] in RULES
+    savings = [f["saving_us"] for f in document["findings"] if f["saving_us"] is not None]
+    assert savings == sorted(savings, reverse=True)
+    for p in document["profile"]:
+        assert {"label", "kind", "path_us", "saving_at_half_us", "saving_at_zero_us"} <= set(p)
+    assert stored == [(f["rule"], f["saving_us"]) for f in document["findings"]]
+    assert len(report) == len(stored)
+
+
+def test_every_rule_is_a_sql_file_with_a_stable_id():
+    assert set(rule_names()) == RULES
+
+
+def test_the_scenario_replays_to_the_finding_saving_through_the_whatif_cli(tmp_path):
+    db = tmp_path / "w.duckdb"
+    with Warehouse(db) as wh:
+        wh.ingest([_stall_trace(tmp_path / "t.json.gz", 400)], run="stall", show_progress=False)
+        wh.analyze(run="stall")
+        top = wh.advise(run="stall")["findings"][0]
+    out = subprocess.run([sys.executable, "-m", "ctda_sql.shell.entry", "whatif", "--db", str(db), "--run", "stall",
+                          *__import__("shlex").split(top["scenario"]), "--format", "json"],
+                         capture_output=True, text=True, check=True).stdout
+    steps = json.loads(out)["steps"]
+    savings = sorted(s["replay_us"] - s["predicted_us"] for s in steps)
+    assert median(savings) == pytest.approx(top["saving_us"], abs=0.01)
+
+
+def test_several_runs_without_run_is_one_clear_error(tmp_path):
+    db = tmp_path / "w.duckdb"
+    with Warehouse(db) as wh:
+        for name in ("a", "b"):
+            wh.ingest([_stall_trace(tmp_path / f"{name}.json.gz", 300)], run=name, show_progress=False)
+        wh.analyze()
+        with pytest.raises(CtdaError, match="give --run NAME"):
+            wh.advise()
+    result = subprocess.run([sys.executable, "-m", "ctda_sql.shell.entry", "advise", "--db", str(db)],
+                            capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "error: the warehouse has 2 runs: give --run NAME; runs: a, b"]
+
+
+def test_advise_json_is_one_document(tmp_path):
+    db = tmp_path / "w.duckdb"
+    with Warehouse(db) as wh:
+        wh.ingest([_stall_trace(tmp_path / "t.json.gz", 400)], run="stall", show_progress=False)
+        wh.analyze(run="stall")
+    out = subprocess.run([sys.executable, "-m", "ctda_sql.shell.entry", "advise", "--db", str(db), "--format", "json"],
+                         capture_output=True, text=True, check=True).stdout
+    document = json.loads(out)
+    assert document["run"] == "stall" and document["findings"][0]["rule"] == "data_loading"
