@@ -212,7 +212,7 @@ def test_a_host_group_may_start_at_host_0():
                           "inter_host": {"topology": "single-switch", "bandwidth_gbps": 100}})
     assert spec.groups == ((0, 1, 0.5),)
     assert [spec.speed_of(device) for device in range(4)] == [0.5, 0.5, 1.0, 1.0]
-    with pytest.raises(CtdaError, match=r"#1 first_host: -1 must be a whole number, 0 or more"):
+    with pytest.raises(CtdaError, match=r"#1 first_host: -1 must be a whole number from 0 to 999,999"):
         check_cluster({"cluster": {"hosts": 4, "devices_per_host": 1,
                                    "groups": [{"first_host": -1, "last_host": 1, "device_speed": 0.5}]},
                        "inter_host": {"topology": "single-switch", "bandwidth_gbps": 100}})

@@ -128,9 +128,8 @@ def run(con, args, show_progress: bool = False) -> list[tuple[list[str], list[tu
 
     if args.top < 0:
         raise CtdaError("--top must be 0 or more")
-    if getattr(args, "cluster", None):  # whatif --cluster: warehouse/whatif/cluster.py
-        from ctda_sql.whatif.cluster import run_cli
-        return run_cli(con, args)
+    if getattr(args, "cluster", None) is not None:  # whatif --cluster: warehouse/whatif/cluster.py
+        return run_cluster(con, args, show_progress)
     sweep = parse_sweep(args.sweep) if args.sweep else None
     scenario = scenario_from_args(con, args)
     where = {"run": args.run, "rank": args.rank, "step": args.step, "coupled": args.coupled}
@@ -143,13 +142,15 @@ def run(con, args, show_progress: bool = False) -> list[tuple[list[str], list[tu
                  for value in values]
     with progress_bar(f"whatif --sweep {key}", len(scenarios), visible=show_progress) as advance:
         results = whatif_many(con, scenarios, **where, top=0, progress=advance)
-    rows = []
-    for value, result in zip(values, results):
-        steps = result.steps
-        replay, predicted = mean(s[4] for s in steps), mean(s[5] for s in steps)
-        rows.append((value, len(steps), round(mean(s[3] for s in steps), 1), round(replay, 1),
-                     round(predicted, 1), round(replay / predicted, 4) if predicted else float("inf")))
-    return [(SWEEP_COLUMNS, rows)]
+    return [(SWEEP_COLUMNS, [_sweep_row(value, result) for value, result in zip(values, results)])]
+
+
+def _sweep_row(value, result) -> tuple:
+    """A sweep's row: the value, and the means over the steps."""
+    steps = result.steps
+    replay, predicted = mean(s[4] for s in steps), mean(s[5] for s in steps)
+    return (value, len(steps), round(mean(s[3] for s in steps), 1), round(replay, 1),
+            round(predicted, 1), round(replay / predicted, 4) if predicted else float("inf"))
 
 
 def scenario_from_args(con, args) -> Scenario:
@@ -175,3 +176,79 @@ def parse_sweep(text: str) -> tuple[str, list]:
         return field, [kind(v) for v in words]
     except ValueError:
         raise CtdaError(f"--sweep {text!r}: values must be {'whole ' if kind is int else ''}numbers") from None
+
+
+# ---- whatif --cluster FILE.toml --------------------------------------------------------------
+
+def run_cluster(con, args, show_progress: bool = False) -> list[tuple[list[str], list[tuple]]]:
+    """`whatif --cluster`: steps, the predicted path's hotspots and the limiting links; or, with
+    --sweep KEY=V1,V2 (a cluster key such as inter_host.bandwidth_gbps, or allreduce or
+    world-size), one row per value, every value checked and simulated before any is replayed,
+    and all stored in one transaction."""
+    from ctda_sql.core.progress import progress_bar
+    from ctda_sql.whatif.cluster import LINK_COLUMNS, NO_COUPLING, cluster_scenario, whatif_clusters
+    from ctda_sql.whatif.cluster_file import load_cluster
+    from ctda_sql.whatif.replay import HOTSPOT_COLUMNS, STEP_COLUMNS, SWEEP_COLUMNS, event_categories
+
+    if not args.cluster.strip():
+        raise CtdaError("--cluster needs a cluster file (FILE.toml; docs/whatif.md describes its keys)")
+    if args.comm_bandwidth_scale != 1.0 or args.comm_latency_us is not None:
+        raise CtdaError("--cluster describes the network: leave out --comm-bandwidth-scale and --comm-latency-us")
+    if not args.coupled:
+        raise CtdaError(NO_COUPLING)
+    categories = event_categories(con) if args.scale else set()
+    scales = tuple(parse_scale(text, categories) for text in args.scale)
+    where = {"run": args.run, "rank": args.rank, "step": args.step}
+    options = {"world_size": args.world_size, "allreduce": args.allreduce}
+    if not args.sweep:
+        scenario = cluster_scenario(con, load_cluster(args.cluster), run=args.run, scales=scales, **options)
+        [(result, links)] = whatif_clusters(con, [(args.name or scenario.as_json(), scenario)], **where, top=args.top)
+        return [(STEP_COLUMNS, result.steps), (HOTSPOT_COLUMNS, result.hotspots), (LINK_COLUMNS, links)]
+    key, values = parse_cluster_sweep(args.sweep)
+    specs = [(load_cluster(args.cluster), {**options, key.replace("-", "_"): value}) if key in CLUSTER_SWEEP_OPTIONS
+             else (load_cluster(args.cluster, {key: value}), options) for value in values]
+    scenarios = []
+    with progress_bar(f"whatif --sweep {key}: simulating", len(values), visible=show_progress) as advance:
+        for value, (spec, changed) in zip(values, specs):
+            scenarios.append((f"{args.name or 'sweep'} {key}={value}",
+                              cluster_scenario(con, spec, run=args.run, scales=scales, **changed)))
+            advance()
+    with progress_bar(f"whatif --sweep {key}", len(values), visible=show_progress) as advance:
+        results = whatif_clusters(con, scenarios, **where, top=0, progress=advance)
+    return [(SWEEP_COLUMNS, [_sweep_row(value, result) for value, (result, _) in zip(values, results)])]
+
+
+# --sweep keys with --cluster besides the file's SECTION.KEY, and how their values are read
+CLUSTER_SWEEP_OPTIONS = {"allreduce": str, "world-size": int}
+
+
+def parse_cluster_sweep(text: str) -> tuple[str, list]:
+    """--sweep KEY=V1,V2,... with --cluster: (KEY, values). A file key's values are numbers or
+    words, checked as the file's own values are (load_cluster's overrides)."""
+    key, sep, values = text.partition("=")
+    words = [v.strip() for v in values.split(",")]
+    if not sep or not (key in CLUSTER_SWEEP_OPTIONS or "." in key):
+        raise CtdaError(f"--sweep {text!r}: with --cluster, KEY=V1,V2,... takes a cluster key "
+                        "(SECTION.KEY, e.g. inter_host.bandwidth_gbps), allreduce or world-size")
+    if not all(words):
+        raise CtdaError(f"--sweep {text!r}: every value between the commas must be given")
+    if len(words) > MAX_SWEEP_VALUES:
+        raise CtdaError(f"--sweep {key}: {len(words):,} values; at most {MAX_SWEEP_VALUES} in one sweep")
+    if CLUSTER_SWEEP_OPTIONS.get(key) is int:
+        bad = [w for w in words if not w.lstrip("+-").isdigit()]
+        if bad:
+            raise CtdaError(f"--sweep {text!r}: values must be whole numbers, not {bad[0]!r}")
+        return key, [int(w) for w in words]
+    if key in CLUSTER_SWEEP_OPTIONS:
+        return key, words
+    return key, [_file_value(w) for w in words]
+
+
+def _file_value(text: str):
+    """A sweep value of a file key as TOML would read it: a whole number, a number, or a word."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text

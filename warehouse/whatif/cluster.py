@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
+import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -23,6 +26,7 @@ from ctda_sql.core import sqlfiles
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.whatif.changes import Scale, Scenario
 from ctda_sql.whatif.cluster_file import ClusterSpec, check_cluster, load_cluster
+from ctda_sql.whatif.cluster_sim import collective_kind, collective_rounds
 
 ALLREDUCE = ("ring", "tree", "coherent", "hierarchical")
 # compute is every event but communication; the last matching --scale rule wins, so these
@@ -31,73 +35,6 @@ COMMUNICATION_GLOBS = ("nccl*", "NCCL*", "gloo:*", "c10d::*", "record_param_comm
                        "*allreduce*", "*broadcast*", "*all_gather*", "*allgather*", "*reduce_scatter*",
                        "*barrier*", "*alltoall*", "*all_to_all*")
 LINK_COLUMNS = ["run", "rank", "step", "link", "collectives", "busy_us", "share_of_step"]
-
-
-# ---- collectives as rounds of flows --------------------------------------------------------
-
-def collective_kind(name: str) -> str:
-    """allreduce, allgather, reducescatter, alltoall, broadcast, ... from either spelling (as
-    sql/whatif/20_collectives.sql's wi_collective)."""
-    text = name.lower()
-    for prefix in ("nccl:", "gloo:", "c10d::"):
-        text = text.removeprefix(prefix)
-    text = "".join(ch for ch in text if "a" <= ch <= "z")
-    return text.removesuffix("base").removesuffix("coalesced").removesuffix("into").removesuffix("tensor")
-
-
-def collective_rounds(kind: str, size: float, places: list[int], algorithm: str,
-                      devices_per_host: int) -> list[tuple[tuple, int]]:
-    """The rounds of flows of one collective of `size` bytes between devices `places` (the
-    group's ranks' devices, in rank order): [((flow, ...), repeats)], a flow (src, dst, bytes).
-    Every round's flows start together; the next round starts when they all ended (the
-    algorithms' rounds are identical by structure, so each distinct round is simulated once)."""
-    n = len(places)
-    if n <= 1:
-        return []
-
-    def ring(chunk: float) -> tuple:
-        return tuple((places[i], places[(i + 1) % n], chunk) for i in range(n))
-
-    if kind == "allreduce":
-        if algorithm == "coherent":      # HCSim: shared memory spares the all-gather half
-            return [(ring(size / n), n - 1)]
-        if algorithm == "tree":          # recursive halving / doubling: 2 log2 n rounds
-            rounds, distance, chunk = [], 1, size / 2
-            while distance < n:
-                flows = tuple((places[i], places[i ^ distance], chunk) for i in range(n) if i ^ distance < n)
-                rounds.append((flows, 2))
-                distance, chunk = distance * 2, chunk / 2
-            return rounds
-        if algorithm == "hierarchical":
-            return _hierarchical(size, places, devices_per_host)
-        return [(ring(size / n), 2 * (n - 1))]
-    if kind in ("allgather", "reducescatter"):
-        return [(ring(size / n), n - 1)]
-    if kind == "alltoall":               # pairwise exchange: round k sends to rank + k
-        steps = range(1, n) if n <= 17 else sorted({round(1 + i * (n - 2) / 15) for i in range(16)})
-        weight = (n - 1) / len(steps)
-        return [(tuple((places[i], places[(i + k) % n], size / n) for i in range(n)), weight) for k in steps]
-    # broadcast, reduce, barrier and the rest: a pipelined chain, n - 1 rounds of size / (n - 1)
-    return [(tuple((places[i], places[i + 1], size / (n - 1)) for i in range(n - 1)), n - 1)]
-
-
-def _hierarchical(size: float, places: list[int], devices_per_host: int) -> list[tuple[tuple, int]]:
-    """Ring reduce-scatter inside each host, ring all-reduces between hosts (one per device
-    index, in parallel, each over its share), ring all-gather inside each host."""
-    hosts: dict[int, list[int]] = {}
-    for place in places:
-        hosts.setdefault(place // devices_per_host, []).append(place)
-    local = min(len(members) for members in hosts.values())
-    rounds = []
-    if local > 1:
-        intra = tuple((m[i], m[(i + 1) % local], size / local) for m in hosts.values() for i in range(local))
-        rounds.append((intra, 2 * (local - 1)))
-    count = len(hosts)
-    if count > 1:
-        columns = [[members[j] for members in hosts.values()] for j in range(local)]
-        inter = tuple((col[i], col[(i + 1) % count], size / local / count) for col in columns for i in range(count))
-        rounds.append((inter, 2 * (count - 1)))
-    return rounds
 
 
 # ---- simulation ----------------------------------------------------------------------------
@@ -112,25 +49,83 @@ def simgrid_available() -> bool:
         Path(DEBIAN_DIST_PACKAGES).glob(f"simgrid.cpython-{sys.version_info.major}{sys.version_info.minor}*.so"))
 
 
+# the child that runs SimGrid (imports nothing of the package), and how long it may take: a
+# round of 16k ranks takes ~15 s, a sweep's value a few
+SIM_SCRIPT = Path(__file__).resolve().with_name("cluster_sim.py")
+SIM_TIMEOUT_S = 600.0
+# SimGrid's full zone keeps a route slot for every pair of devices: 8 bytes x ranks^2 (measured:
+# 206 MB at 4,096 ranks, 632 MB at 8,192; 100k ranks would need 80 GB)
+MAX_SIMULATED_RANKS = 16_384
+
+
+def simulation_memory_gib(ranks: int) -> float:
+    """The child's memory for a simulated cluster of `ranks` devices, GiB."""
+    return (8.0 * ranks * ranks + 64 * 2**20) / 2**30
+
+
+def check_simulated_ranks(world: int) -> None:
+    if world > MAX_SIMULATED_RANKS:
+        raise CtdaError(f"a simulated cluster of {world:,} ranks would need about "
+                        f"{simulation_memory_gib(world):,.0f} GiB; at most {MAX_SIMULATED_RANKS:,} ranks "
+                        f"({simulation_memory_gib(MAX_SIMULATED_RANKS):.1f} GiB)")
+
+
 def simulate_rounds(spec: ClusterSpec, rounds: list[tuple]) -> list[dict]:
     """Each distinct round's time (µs) and busiest link, simulated in a child process."""
-    from ctda_sql.whatif.cluster_sim import MISSING
+    from ctda_sql.whatif.cluster_sim import MISSING, PARENT_ENV
 
     if not simgrid_available():
         raise CtdaError(MISSING)
     if not rounds:
         return []
     devices = 1 + max(max(s, d) for flows in rounds for s, d, _ in flows)
+    check_simulated_ranks(devices)
     request = {"cluster": spec.as_dict(), "devices": devices, "rounds": [list(flows) for flows in rounds]}
-    script = Path(__file__).resolve().with_name("cluster_sim.py")  # imports nothing of the package
-    done = subprocess.run([sys.executable, str(script)], input=json.dumps(request), capture_output=True, text=True)
+    # the child ends with this process, even when it is killed (cluster_sim.end_with_parent)
+    env = {**os.environ, PARENT_ENV: str(os.getpid())}
+    try:
+        done = subprocess.run([sys.executable, str(SIM_SCRIPT)], input=json.dumps(request), capture_output=True,
+                              text=True, timeout=SIM_TIMEOUT_S, env=env)
+    except subprocess.TimeoutExpired:
+        raise CtdaError(f"the cluster simulation did not finish in {SIM_TIMEOUT_S:g} s "
+                        f"({devices:,} ranks, {len(rounds):,} distinct rounds of flows)") from None
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise CtdaError(f"the cluster simulation failed: {last}")
-    answer = json.loads(done.stdout)
-    if "error" in answer:
+        raise CtdaError(f"the cluster simulation failed: {_failure(done)}")
+    return _checked_answer(done.stdout, len(rounds))
+
+
+def _failure(done: subprocess.CompletedProcess) -> str:
+    """Why the child failed: the signal that ended it, else its last line on stderr."""
+    if done.returncode < 0:
+        try:
+            name = signal.Signals(-done.returncode).name
+        except ValueError:
+            name = f"signal {-done.returncode}"
+        return f"it was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
+    last = (done.stderr.strip().splitlines() or [f"it exited with status {done.returncode} and no message"])[-1]
+    return last
+
+
+def _checked_answer(stdout: str, rounds: int) -> list[dict]:
+    """The child's rounds: one per round asked, each a finite time, or one error line."""
+    try:
+        answer = json.loads(stdout)
+    except ValueError:
+        shown = stdout.strip().splitlines()[0][:80] if stdout.strip() else "nothing"
+        raise CtdaError(f"the cluster simulation gave no answer that can be read (its output began: {shown!r})") from None
+    if isinstance(answer, dict) and isinstance(answer.get("error"), str):
         raise CtdaError(answer["error"])
-    return answer["rounds"]
+    results = answer.get("rounds") if isinstance(answer, dict) else None
+    if not (isinstance(results, list) and len(results) == rounds and all(_round_ok(r) for r in results)):
+        raise CtdaError(f"the cluster simulation's answer is not one finite time per round "
+                        f"({rounds:,} rounds asked)")
+    return results
+
+
+def _round_ok(result) -> bool:
+    return (isinstance(result, dict) and isinstance(result.get("link"), str)
+            and all(isinstance(result.get(key), (int, float)) and math.isfinite(result[key]) and result[key] >= 0
+                    for key in ("us", "busy_us")))
 
 
 @dataclass
@@ -164,7 +159,7 @@ def collective_times(spec: ClusterSpec, collectives: list[tuple[str, float, tupl
 
 def place(spec: ClusterSpec, ranks: list[int]) -> tuple[int, ...]:
     """Host-major placement: rank r is device r (on host r // devices_per_host)."""
-    if max(ranks) >= spec.devices:
+    if ranks and max(ranks) >= spec.devices:
         raise CtdaError(f"the cluster has {spec.devices} devices ({spec.hosts} hosts x {spec.devices_per_host}); "
                         f"rank {max(ranks)} has no place")
     return tuple(ranks)
@@ -186,9 +181,6 @@ class ClusterScenario(Scenario):
         changes["cluster"] = {**self.cluster.as_dict(), "allreduce": self.algorithm,
                               "world_size": self.projected_world}
         return json.dumps(changes)
-
-    def validate(self) -> None:
-        super().validate()
 
     def serializer(self, con):
         """The coupled replay's hook: how the transfers of one process group share its links.
@@ -262,6 +254,9 @@ def processor_sharing(arrival: np.ndarray, work: np.ndarray) -> np.ndarray:
     runs at 1 / (jobs in progress), every job in progress is served alike: a job ends when
     virtual time reaches its arrival's virtual time + its work, so a heap of those virtual ends
     gives each next end in O(log k) (k jobs in all, however many are in progress at once)."""
+    work = np.asarray(work, dtype=float)
+    if not np.isfinite(work).all():  # inf - inf is NaN below, and NaN never ends the loop
+        raise CtdaError("a collective's simulated transfer is not a finite time")
     end = np.array(arrival, dtype=float)
     order = [int(i) for i in np.argsort(arrival, kind="stable") if np.isfinite(arrival[i])]
     in_progress: list[tuple[float, int]] = []     # (virtual end, job)
@@ -305,21 +300,31 @@ def compute_scales(spec: ClusterSpec, measured_ranks: list[int], world: int) -> 
     return tuple(rules)
 
 
-def whatif_cluster(con, spec: ClusterSpec, run: str | None = None, rank: int | None = None,
-                   step: int | None = None, world_size: int | None = None, allreduce: str | None = None,
-                   scales: tuple[Scale, ...] = (), name: str | None = None, top: int = 10,
-                   coupled: bool = True):
-    """Replay the selected steps with every collective taking its simulated time on `spec`,
-    and compute at the devices' speeds; stores whatif_steps / whatif_path rows and the links
-    that limited the collectives (whatif_cluster_links). Returns (WhatIfResult, link rows)."""
+# --no-coupling is refused rather than applied to each rank alone: the cluster's model is the
+# ranks replayed together. A collective's flows start at its last rank's arrival, and
+# concurrent collectives share a link (processor sharing on a gloo chain, FIFO on a NCCL one);
+# a rank replayed alone has neither its peers' arrivals nor their flows, and keeps its measured
+# waiting, which on a slower network would be wrong by the very time the cluster adds.
+NO_COUPLING = ("--cluster replays the ranks together (a collective's flows start when its last rank "
+               "arrives and share the links with the others): leave out --no-coupling")
+
+
+def cluster_scenario(con, spec: ClusterSpec, run: str | None = None, world_size: int | None = None,
+                     allreduce: str | None = None, scales: tuple[Scale, ...] = ()) -> ClusterScenario:
+    """The scenario of a projection onto `spec`: every collective of the run with its simulated
+    time (SimGrid runs here, before any replay), and compute at the devices' speeds."""
     from ctda_sql.engine.analyze import _run_id
-    from ctda_sql.whatif.replay import whatif
 
     algorithm = allreduce or "ring"
     if algorithm not in ALLREDUCE:
         raise CtdaError(f"--allreduce must be one of {', '.join(ALLREDUCE)}")
-    if world_size is not None and world_size < 1:
-        raise CtdaError("--world-size must be 1 or more")
+    if world_size is not None:
+        if isinstance(world_size, bool) or not isinstance(world_size, int):
+            raise CtdaError(f"--world-size must be a whole number, not {world_size!r}")
+        if world_size < 2:
+            raise CtdaError(f"--world-size {world_size} with --cluster: a collective of one rank crosses no "
+                            "network; give 2 or more")
+        check_simulated_ranks(world_size)
     run_id = _run_id(con, run)
     instances = con.execute(
         "SELECT run_id, pg, seq, any_value(name), max(bytes), max(len(group_ranks)), any_value(group_ranks) "
@@ -336,25 +341,65 @@ def whatif_cluster(con, spec: ClusterSpec, run: str | None = None, rank: int | N
                         "(method cross_rank, part of the default) on a run with collectives")
     world = world_size or max(max(r[5] or 1 for r in instances), len(measured_ranks))
     if world == 1:
-        raise CtdaError("the run's collectives name one rank: give --world-size N to place its ranks on the cluster")
-    place(spec, list(range(world)))
+        raise CtdaError("the run's collectives name one rank: give --world-size N (2 or more) to place its "
+                        "ranks on the cluster")
+    check_simulated_ranks(world)
+    place(spec, [world - 1])
     keys = {}
     for run_id_, pg, seq, cname, size, group_size, group_ranks in instances:
         members = list(range(world)) if world_size else sorted(group_ranks or range(group_size or 1))
         keys[(run_id_, pg, seq)] = (collective_kind(cname), float(size), place(spec, members))
     times = collective_times(spec, list(keys.values()), algorithm)
+    transfer_us = [times[v].us for v in keys.values()]
+    if not all(math.isfinite(us) for us in transfer_us):  # the file's bounds keep them finite
+        raise CtdaError("a collective's simulated time on the cluster is not a finite number")
     transfers = pa.table({
         "run_id": pa.array([k[0] for k in keys], pa.int32()), "pg": [str(k[1]) for k in keys],
         "seq": pa.array([k[2] for k in keys], pa.int64()),
-        "transfer_us": [times[v].us for v in keys.values()], "link": [times[v].link for v in keys.values()],
+        "transfer_us": transfer_us, "link": [times[v].link for v in keys.values()],
         "busy_us": [times[v].busy_us for v in keys.values()]})
-    scenario = ClusterScenario(scales=tuple(scales) + compute_scales(spec, measured_ranks, world),
-                               cluster=spec, algorithm=algorithm, projected_world=world, transfers=transfers)
-    scenario_name = name or scenario.as_json()
-    result = whatif(con, run=run, rank=rank, step=step, scenario=scenario, name=scenario_name, top=top,
-                    coupled=coupled)
-    links = _persist_links(con, scenario_name, transfers)
-    return result, links
+    return ClusterScenario(scales=tuple(scales) + compute_scales(spec, measured_ranks, world),
+                           cluster=spec, algorithm=algorithm, projected_world=world, transfers=transfers)
+
+
+def whatif_cluster(con, spec: ClusterSpec, run: str | None = None, rank: int | None = None,
+                   step: int | None = None, world_size: int | None = None, allreduce: str | None = None,
+                   scales: tuple[Scale, ...] = (), name: str | None = None, top: int = 10,
+                   coupled: bool = True):
+    """Replay the selected steps with every collective taking its simulated time on `spec`,
+    and compute at the devices' speeds; stores whatif_steps / whatif_path rows and the links
+    that limited the collectives (whatif_cluster_links). Returns (WhatIfResult, link rows)."""
+    if not coupled:
+        raise CtdaError(NO_COUPLING)
+    scenario = cluster_scenario(con, spec, run=run, world_size=world_size, allreduce=allreduce, scales=scales)
+    return whatif_clusters(con, [(name or scenario.as_json(), scenario)], run=run, rank=rank, step=step,
+                           top=top)[0]
+
+
+def whatif_clusters(con, scenarios: list[tuple[str, ClusterScenario]], run: str | None = None,
+                    rank: int | None = None, step: int | None = None, top: int = 10, coupled: bool = True,
+                    progress=lambda: None) -> list[tuple]:
+    """Replay several projections of the same steps (a sweep) in one transaction: each one's
+    whatif_steps, whatif_path and whatif_cluster_links rows are stored all together or not at
+    all. Returns [(WhatIfResult, link rows)]."""
+    from ctda_sql.whatif.replay import whatif_many
+
+    if not coupled:
+        raise CtdaError(NO_COUPLING)
+    links: list[list[tuple]] = []
+
+    def store_links() -> None:
+        # whatif_many calls this inside its transaction, after each scenario's steps are stored
+        # (the links' share_of_step reads them): the links commit or roll back with them
+        name, scenario = scenarios[len(links)]
+        links.append(_persist_links(con, name, scenario.transfers))
+        progress()
+
+    results = whatif_many(con, scenarios, run=run, rank=rank, step=step, top=top, coupled=True,
+                          progress=store_links)
+    if len(links) != len(results):  # whatif_many no longer reports each scenario: nothing is linked
+        raise CtdaError("the what-if stored no links for its scenarios")
+    return list(zip(results, links))
 
 
 def _persist_links(con, scenario: str, transfers: pa.Table) -> list[tuple]:
@@ -367,7 +412,7 @@ def _persist_links(con, scenario: str, transfers: pa.Table) -> list[tuple]:
         con.unregister("wi_cluster_transfers")
 
 
-# ---- entry points: the command line and Warehouse.whatif(cluster=...) ----------------------------
+# ---- the Python API: Warehouse.whatif(cluster=...) --------------------------------------------
 
 def cluster_spec(cluster) -> ClusterSpec:
     """A ClusterSpec from a spec, a path to a TOML file, or the file's contents as a dict."""
@@ -375,56 +420,12 @@ def cluster_spec(cluster) -> ClusterSpec:
         return cluster
     if isinstance(cluster, dict):
         return check_cluster(cluster, "cluster")
-    return load_cluster(cluster)
-
-
-def _sweep_value(text: str):
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def run_cli(con, args) -> list[tuple[list[str], list[tuple]]]:
-    """`whatif --cluster`: steps, the predicted path's hotspots and the limiting links; or, with
-    --sweep KEY=V1,V2 (a cluster key such as inter_host.bandwidth_gbps, or allreduce or
-    world-size), one row per value."""
-    from statistics import mean
-
-    from ctda_sql.whatif.replay import SWEEP_COLUMNS
-    from ctda_sql.whatif.replay import HOTSPOT_COLUMNS, STEP_COLUMNS, event_categories
-    from ctda_sql.whatif.changes import parse_scale
-
-    if args.comm_bandwidth_scale != 1.0 or args.comm_latency_us is not None:
-        raise CtdaError("--cluster describes the network: leave out --comm-bandwidth-scale and --comm-latency-us")
-    categories = event_categories(con) if args.scale else set()
-    common = {"run": args.run, "rank": args.rank, "step": args.step, "coupled": args.coupled,
-              "scales": tuple(parse_scale(text, categories) for text in args.scale)}
-    options = {"world_size": args.world_size, "allreduce": args.allreduce}
-    if not args.sweep:
-        result, links = whatif_cluster(con, load_cluster(args.cluster), **common, **options, name=args.name,
-                                       top=args.top)
-        return [(STEP_COLUMNS, result.steps), (HOTSPOT_COLUMNS, result.hotspots), (LINK_COLUMNS, links)]
-    key, sep, text = args.sweep.partition("=")
-    values = [_sweep_value(v.strip()) for v in text.split(",")]
-    if not sep or "" in values or not (key in ("allreduce", "world-size") or "." in key):
-        raise CtdaError(f"--sweep {args.sweep!r}: with --cluster, KEY=V1,V2,... takes a cluster key "
-                        "(SECTION.KEY, e.g. inter_host.bandwidth_gbps), allreduce or world-size")
-    rows = []
-    for value in values:
-        if key in ("allreduce", "world-size"):
-            spec, changed = load_cluster(args.cluster), {**options, key.replace("-", "_"): value}
-        else:
-            spec, changed = load_cluster(args.cluster, {key: value}), options
-        result, _ = whatif_cluster(con, spec, **common, **changed, name=f"{args.name or 'sweep'} {key}={value}",
-                                   top=0)
-        steps = result.steps
-        replay, predicted = mean(s[4] for s in steps), mean(s[5] for s in steps)
-        rows.append((value, len(steps), round(mean(s[3] for s in steps), 1), round(replay, 1),
-                     round(predicted, 1), round(replay / predicted, 4) if predicted else float("inf")))
-    return [(SWEEP_COLUMNS, rows)]
+    if isinstance(cluster, (str, os.PathLike)):
+        if not str(cluster).strip():
+            raise CtdaError("cluster: give a cluster file's path (FILE.toml), not an empty name")
+        return load_cluster(cluster)
+    raise CtdaError(f"cluster must be a path to a TOML cluster file, its contents as a dict or a ClusterSpec, "
+                    f"not {type(cluster).__name__} {cluster!r}"[:200])
 
 
 def api_whatif(warehouse, cluster, scenario: Scenario, run=None, rank=None, step=None, name=None,
@@ -432,8 +433,9 @@ def api_whatif(warehouse, cluster, scenario: Scenario, run=None, rank=None, step
     """Warehouse.whatif(cluster=...): the rows of whatif_steps for the projection."""
     if scenario.bandwidth_scale != 1.0 or scenario.latency_us is not None:
         raise CtdaError("a cluster describes the network: leave out comm_bandwidth_scale and comm_latency_us")
-    result_name = name or f"cluster {json.dumps(cluster_spec(cluster).as_dict())}"
-    whatif_cluster(warehouse.con, cluster_spec(cluster), run=run, rank=rank, step=step,
+    spec = cluster_spec(cluster)
+    result_name = name or f"cluster {json.dumps(spec.as_dict())}"
+    whatif_cluster(warehouse.con, spec, run=run, rank=rank, step=step,
                    world_size=scenario.world_size, allreduce=scenario.allreduce, scales=scenario.scales,
                    name=result_name, coupled=coupled)
     warehouse._finish_pending_result()

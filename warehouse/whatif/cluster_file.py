@@ -1,20 +1,28 @@
-"""The cluster file of `whatif --cluster FILE.toml` (DESIGN.md, "Projecting a job onto another
-cluster"): read, checked key by key, and turned into a ClusterSpec."""
+"""The cluster file of `whatif --cluster FILE.toml` (docs/whatif.md, "The cluster file"):
+read, checked key by key, and turned into a ClusterSpec."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import os
+import stat
 import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 
 from ctda_sql.core.errors import CtdaError
+from ctda_sql.whatif.changes import MAX_WORLD_SIZE
 
 TOPOLOGIES = ("shared-link", "single-switch", "leaf-spine")
 # a device's link when a host has one device and [intra_host] is not given: never the limit
 UNLIMITED_GBPS = 1e6
+# physical ranges of the keys (issue 43): beyond them a transfer takes forever or no time,
+# and SimGrid's solver or the replay's processor sharing meets inf or NaN
+MIN_GBPS, MAX_GBPS = 1e-6, 1e6
+MAX_LATENCY_US = 1e7
+MIN_SPEED, MAX_SPEED = 1e-6, 1e6      # --scale's factors are 1 / speed: the same bounds
+# a cluster file is a few hundred bytes: a bound keeps /dev/zero or a huge file from filling memory
+MAX_FILE_BYTES = 1 << 20
 
 
 # ---- the cluster file --------------------------------------------------------------------
@@ -61,22 +69,50 @@ GROUP_KEYS = {"first_host": (int, True), "last_host": (int, True), "device_speed
 
 
 def load_cluster(path: str | os.PathLike, overrides: dict[str, object] | None = None) -> ClusterSpec:
-    """Read and check a cluster file (../shared/spec/DESIGN.md); every problem is reported,
-    one line per bad key. `overrides`: {"inter_host.bandwidth_gbps": 100, ...} (a sweep)."""
+    """Read and check a cluster file (docs/whatif.md); every problem is reported, one line
+    per bad key. `overrides`: {"inter_host.bandwidth_gbps": 100, ...} (a sweep)."""
+    text = read_cluster_text(path)
     try:
-        data = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise CtdaError(f"cluster file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CtdaError(f"cluster file {path} cannot be read: {exc}") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise CtdaError(f"cluster file {path} is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise CtdaError(f"cluster file {path} nests arrays or tables too deeply to be a cluster file") from None
     for key, value in (overrides or {}).items():
         section, _, name = key.partition(".")
         if not isinstance(data.get(section, {}), dict):
             raise CtdaError(f"cluster file {path}: [{section}] must be a table")
         data.setdefault(section, {})[name] = value
     return check_cluster(data, str(path))
+
+
+def read_cluster_text(path: str | os.PathLike) -> str:
+    """The file's text: only a regular file (a FIFO would block the read, /dev/zero never
+    end), of at most MAX_FILE_BYTES. Opened without blocking and checked on the open file,
+    so a FIFO put in its place after a check is refused too."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise CtdaError(f"cluster file {path} does not exist") from None
+    except (OSError, ValueError) as exc:
+        raise CtdaError(f"cluster file {path} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    with os.fdopen(fd, "rb") as file:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode)
+                    else "a device or socket")
+            raise CtdaError(f"cluster file {path} is not a regular file ({kind}); give a TOML file")
+        try:
+            data = file.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise CtdaError(f"cluster file {path} cannot be read: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise CtdaError(f"cluster file {path} is larger than {MAX_FILE_BYTES // 1024} KiB: "
+                        "a cluster file is a few sections of keys")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CtdaError(f"cluster file {path} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
 
 
 def _checked_table(table: dict, keys: dict[str, tuple[type, bool]], label: str, path: str,
@@ -128,10 +164,14 @@ def check_cluster(data: dict, where: str = "cluster file") -> ClusterSpec:
     topology = inter.get("topology")
     if topology == "leaf-spine":
         for key in ("hosts_per_leaf", "uplink_gbps"):
-            if key not in inter and key not in data.get("inter_host", {}):
+            if key not in inter and key not in _given(data, "inter_host"):
                 problems.append(f"[inter_host] {key}: missing (leaf-spine needs it)")
-    if cluster.get("devices_per_host", 1) > 1 and "bandwidth_gbps" not in data.get("intra_host", {}):
+    if cluster.get("devices_per_host", 1) > 1 and "bandwidth_gbps" not in _given(data, "intra_host"):
         problems.append("[intra_host] bandwidth_gbps: missing (devices_per_host > 1)")
+    if "hosts" in cluster and "devices_per_host" in cluster \
+            and cluster["hosts"] * cluster["devices_per_host"] > MAX_WORLD_SIZE:
+        problems.append(f"[cluster]: {cluster['hosts']:,} hosts x {cluster['devices_per_host']:,} devices_per_host "
+                        f"is more than {MAX_WORLD_SIZE:,} devices (the what-if's rank cap)")
     if problems:
         raise CtdaError(f"{where}: {len(problems)} bad key{'s' if len(problems) > 1 else ''}:\n  "
                         + "\n  ".join(problems))
@@ -141,6 +181,12 @@ def check_cluster(data: dict, where: str = "cluster file") -> ClusterSpec:
         intra_bandwidth_gbps=intra.get("bandwidth_gbps", UNLIMITED_GBPS),
         intra_latency_us=intra.get("latency_us", 0.0), device_speed=cluster.get("device_speed", 1.0),
         groups=tuple(groups), hosts_per_leaf=inter.get("hosts_per_leaf"), uplink_gbps=inter.get("uplink_gbps"))
+
+
+def _given(data: dict, section: str) -> dict:
+    """A section's keys as given (a section that is no table has none: it has its own line)."""
+    table = data.get(section, {})
+    return table if isinstance(table, dict) else {}
 
 
 def _checked(value, kind, key: str):
@@ -154,10 +200,21 @@ def _checked(value, kind, key: str):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None, f"{value!r} is not a number"
     if kind is int:
-        least = 0 if key.startswith("cluster.groups.") else 1  # a group's hosts count from host 0
-        if value != int(value) or value < least:
-            return None, f"{value!r} must be a whole number, {least} or more"
+        # a group's hosts count from host 0; a count of hosts or devices from 1
+        least, most = (0, MAX_WORLD_SIZE - 1) if key.startswith("cluster.groups.") else (1, MAX_WORLD_SIZE)
+        if not (math.isfinite(value) and value == int(value) and least <= value <= most):
+            return None, f"{value!r} must be a whole number from {least} to {most:,}"
         return int(value), None
-    if not math.isfinite(value) or value < 0 or (value == 0 and not key.endswith("latency_us")):
-        return None, f"{value!r} must be more than 0" if not key.endswith("latency_us") else f"{value!r} must be 0 or more"
+    least, most, unit = _RANGES[key.rpartition(".")[2]]
+    if not (math.isfinite(value) and least <= value <= most):
+        return None, f"{value!r} must be from {least:g} to {most:g}{unit}"
     return float(value), None
+
+
+# a number key's last part -> its physical range and what it means
+_RANGES = {
+    "bandwidth_gbps": (MIN_GBPS, MAX_GBPS, " Gbit/s"),
+    "uplink_gbps": (MIN_GBPS, MAX_GBPS, " Gbit/s"),
+    "latency_us": (0.0, MAX_LATENCY_US, " µs"),
+    "device_speed": (MIN_SPEED, MAX_SPEED, " (a device's speed, the measured device's being 1)"),
+}

@@ -1,11 +1,12 @@
 """Flow-level simulation of collectives' rounds on a described cluster, in SimGrid.
 
-Run as a child process (`python cluster_sim.py`, JSON on stdin and stdout): SimGrid
-allows one engine per process, and each cluster (each value of a sweep) needs its own
-platform. The parent (warehouse/whatif/cluster.py) turns collectives into rounds of flows;
-here each distinct round is simulated once, its flows started together and sharing the links
-they cross max-min fairly (SimGrid's CM02 model with its TCP corrections off, so one flow alone
-on a path takes exactly latency + bytes / bandwidth).
+A collective becomes rounds of flows between its ranks' devices (collective_rounds, called by
+the parent, warehouse/whatif/cluster.py). The simulation runs as a child process (`python
+cluster_sim.py`, JSON on stdin and stdout): SimGrid allows one engine per process, and each
+cluster (each value of a sweep) needs its own platform. Each distinct round is simulated
+once, its flows started together and sharing the links they cross max-min fairly (SimGrid's
+CM02 model with its TCP corrections off, so one flow alone on a path takes exactly latency +
+bytes / bandwidth).
 
 Input: {"cluster": {...ClusterSpec fields...}, "devices": N, "rounds": [[[src, dst, bytes], ...], ...]}
 Output: {"rounds": [{"us": time, "link": busiest link, "busy_us": its busy time}, ...]}
@@ -14,12 +15,33 @@ Output: {"rounds": [{"us": time, "link": busiest link, "busy_us": its busy time}
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from collections import defaultdict
 
 DEBIAN_DIST_PACKAGES = "/usr/lib/python3/dist-packages"
 MISSING = ("SimGrid's Python module is not installed: `apt-get install python3-simgrid` "
            "(Debian's, built for Python 3.11) or `pip install simgrid`")
+
+# the parent's pid: the child asks the kernel to end it when that process ends
+PARENT_ENV = "CTDA_CLUSTER_SIM_PARENT"
+PR_SET_DEATHSIG = 1
+
+
+def end_with_parent() -> None:
+    """A `whatif` that is killed (SIGTERM, SIGKILL) takes this child with it: Linux sends the
+    child SIGKILL when its parent ends. Elsewhere the parent's timeout still bounds the child."""
+    parent = os.environ.get(PARENT_ENV)
+    if not parent:
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):  # the parent ended before the request took hold
+        sys.exit(1)
 
 
 def import_simgrid():
@@ -37,6 +59,76 @@ def import_simgrid():
     except ImportError:
         return None
 
+
+# ---- collectives as rounds of flows --------------------------------------------------------
+
+def collective_kind(name: str) -> str:
+    """allreduce, allgather, reducescatter, alltoall, broadcast, ... from either spelling (as
+    sql/whatif/20_collectives.sql's wi_collective)."""
+    text = name.lower()
+    for prefix in ("nccl:", "gloo:", "c10d::"):
+        text = text.removeprefix(prefix)
+    text = "".join(ch for ch in text if "a" <= ch <= "z")
+    return text.removesuffix("base").removesuffix("coalesced").removesuffix("into").removesuffix("tensor")
+
+
+def collective_rounds(kind: str, size: float, places: list[int], algorithm: str,
+                      devices_per_host: int) -> list[tuple[tuple, int]]:
+    """The rounds of flows of one collective of `size` bytes between devices `places` (the
+    group's ranks' devices, in rank order): [((flow, ...), repeats)], a flow (src, dst, bytes).
+    Every round's flows start together; the next round starts when they all ended (the
+    algorithms' rounds are identical by structure, so each distinct round is simulated once)."""
+    n = len(places)
+    if n <= 1:
+        return []
+
+    def ring(chunk: float) -> tuple:
+        return tuple((places[i], places[(i + 1) % n], chunk) for i in range(n))
+
+    if kind == "allreduce":
+        if algorithm == "coherent":      # HCSim: shared memory spares the all-gather half
+            return [(ring(size / n), n - 1)]
+        if algorithm == "tree":          # recursive halving / doubling: 2 log2 n rounds
+            rounds, distance, chunk = [], 1, size / 2
+            while distance < n:
+                flows = tuple((places[i], places[i ^ distance], chunk) for i in range(n) if i ^ distance < n)
+                rounds.append((flows, 2))
+                distance, chunk = distance * 2, chunk / 2
+            return rounds
+        if algorithm == "hierarchical":
+            return _hierarchical(size, places, devices_per_host)
+        return [(ring(size / n), 2 * (n - 1))]
+    if kind in ("allgather", "reducescatter"):
+        return [(ring(size / n), n - 1)]
+    if kind == "alltoall":               # pairwise exchange: round k sends to rank + k
+        steps = range(1, n) if n <= 17 else sorted({round(1 + i * (n - 2) / 15) for i in range(16)})
+        weight = (n - 1) / len(steps)
+        return [(tuple((places[i], places[(i + k) % n], size / n) for i in range(n)), weight) for k in steps]
+    # broadcast, reduce, barrier and the rest: a pipelined chain, n - 1 rounds of size / (n - 1)
+    return [(tuple((places[i], places[i + 1], size / (n - 1)) for i in range(n - 1)), n - 1)]
+
+
+def _hierarchical(size: float, places: list[int], devices_per_host: int) -> list[tuple[tuple, int]]:
+    """Ring reduce-scatter inside each host, ring all-reduces between hosts (one per device
+    index, in parallel, each over its share), ring all-gather inside each host."""
+    hosts: dict[int, list[int]] = {}
+    for place in places:
+        hosts.setdefault(place // devices_per_host, []).append(place)
+    local = min(len(members) for members in hosts.values())
+    rounds = []
+    if local > 1:
+        intra = tuple((m[i], m[(i + 1) % local], size / local) for m in hosts.values() for i in range(local))
+        rounds.append((intra, 2 * (local - 1)))
+    count = len(hosts)
+    if count > 1:
+        columns = [[members[j] for members in hosts.values()] for j in range(local)]
+        inter = tuple((col[i], col[(i + 1) % count], size / local / count) for col in columns for i in range(count))
+        rounds.append((inter, 2 * (count - 1)))
+    return rounds
+
+
+
+# ---- the simulation (in the child process) ------------------------------------------------
 
 class Platform:
     """Devices placed host-major (device r on host r // devices_per_host), each with a link to
@@ -148,7 +240,14 @@ def simulate(request: dict) -> dict:
 
 
 def main() -> None:
-    json.dump(simulate(json.load(sys.stdin)), sys.stdout)
+    end_with_parent()
+    # the answer goes to the original stdout; anything else that writes there (SimGrid's C++
+    # side, a module that prints on import) goes to stderr, so the parent reads one document
+    answer = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    json.dump(simulate(json.load(sys.stdin)), answer)
+    answer.close()
 
 
 if __name__ == "__main__":
