@@ -5,6 +5,8 @@ runs in the default tier; the ones that replay a recorded run need SimGrid (CI h
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -416,3 +418,63 @@ def test_a_device_speed_below_1e_6_is_refused_in_cluster_words(where):
 def test_a_cluster_of_the_wrong_type_is_a_ctda_error(value):
     with Warehouse(":memory:") as warehouse, pytest.raises(CtdaError, match="cluster must be a path"):
         warehouse.whatif(cluster=value)
+
+
+# ---- First use 2: example cluster files, and every key documented -----------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "docs" / "examples").glob("cluster-*.toml"))
+WHATIF_DOC = (ROOT / "docs" / "whatif.md").read_text(encoding="utf-8")
+
+
+def test_the_three_example_cluster_files_are_shipped():
+    assert [p.name for p in EXAMPLES] == ["cluster-heterogeneous.toml", "cluster-leaf-spine.toml",
+                                          "cluster-shared-link.toml"]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_an_example_cluster_file_parses_and_is_in_the_doc(path):
+    spec = load_cluster(path)
+    assert spec.devices >= 2
+    assert f"`{path.name}`" in WHATIF_DOC and f"docs/examples/{path.name}" in path.read_text() + WHATIF_DOC
+
+
+# the run's own 2 ranks, and 32 ranks where the cluster has the devices
+@pytest.mark.parametrize("path, world", [(p, w) for p in EXAMPLES for w in (None, 32)
+                                         if w is None or load_cluster(p).devices >= w], ids=str)
+def test_a_whatif_runs_with_an_example_cluster_file(analysed, run_cli, path, world):
+    needs_simgrid()
+    args = ["whatif", "--run", RUN, "--cluster", str(path), "--format", "json", "--name", f"{path.stem} {world}"]
+    result = run_cli(*args, *(["--world-size", str(world)] if world else []), db=analysed)
+    assert result.code == 0, result.err
+    steps = json.loads(result.out)["steps"]
+    assert steps and all(0 < s["predicted_us"] < 1e12 for s in steps)
+
+
+def test_heterogeneous_hosts_slow_the_steps_that_reach_them(analysed):
+    """32 ranks reach hosts 4-7 (half speed); the same file with every host at full speed is faster."""
+    needs_simgrid()
+    mixed = load_cluster(ROOT / "docs" / "examples" / "cluster-heterogeneous.toml")
+    even = dataclasses.replace(mixed, groups=())
+    with Warehouse(analysed) as warehouse:
+        slow = whatif_cluster(warehouse.con, mixed, run=RUN, world_size=32, name="mixed")[0].steps
+        fast = whatif_cluster(warehouse.con, even, run=RUN, world_size=32, name="even")[0].steps
+        warehouse.con.execute("DELETE FROM whatif_steps; DELETE FROM whatif_path; DELETE FROM whatif_cluster_links")
+    assert sum(s[5] for s in slow) > 1.2 * sum(s[5] for s in fast)
+
+
+def test_every_key_of_the_cluster_file_is_documented_and_no_outside_design_is_pointed_at():
+    from ctda_sql.whatif.cluster_file import GROUP_KEYS, KEYS
+
+    table = WHATIF_DOC.split("### The cluster file", 1)[1].split("**Where ranks go.**", 1)[0]
+    for section, keys in KEYS.items():
+        for key in keys:
+            if key == "groups":
+                assert "`[[cluster.groups]]`" in table
+                continue
+            assert any(line.startswith(f"| `[{section}]` | `{key}`") for line in table.splitlines()), (section, key)
+    for key in GROUP_KEYS:
+        assert any(line.startswith("| `[[cluster.groups]]` |") and f"`{key}`" in line for line in table.splitlines())
+    for words in ("**Where ranks go.**", "**`device_speed`.**", "host-major"):
+        assert words in WHATIF_DOC.lower() or words in WHATIF_DOC
+    assert "DESIGN.md" not in WHATIF_DOC
