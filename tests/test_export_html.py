@@ -253,3 +253,98 @@ def test_hostile_names_stay_text_and_fetch_nothing(tmp_path):
     heading = re.search(r"<h1>(.*?)</h1>", page.dom, flags=re.S).group(1)
     assert "\u202e" not in page.dom.split("<body")[1].split("<script")[0]
     assert "evil&lt;U+202E&gt;lmth.exe" in heading
+
+
+# ---- --compare: the path diff against another run ----------------------------------------
+
+def _compared(tmp_path, loading_name: str = "data_loading"):
+    """Run `with_loading` (10 ms of `loading_name` a step) and `without` it, analysed."""
+    from test_path_diff import training_trace
+
+    wh = Warehouse(tmp_path / "w.duckdb")
+    with_loading = training_trace(data_loading_us=10_000)
+    for event in with_loading.events:
+        if event.get("name") == "data_loading":
+            event["name"] = loading_name
+    wh.ingest([with_loading.write(tmp_path / "a.json")], run="with_loading")
+    wh.ingest([training_trace().write(tmp_path / "b.json")], run="without")
+    wh.analyze()
+    return wh
+
+
+def _diff_table(text: str) -> list[list[str]]:
+    table = re.search(r'<table class="diff">(.*?)</table>', text, flags=re.S).group(1)
+    return [re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table)]
+
+
+def test_compare_adds_the_path_diff_as_a_chart_and_a_table_that_adds_up(tmp_path):
+    from ctda_sql.export.html import write_html
+
+    with _compared(tmp_path) as wh:
+        done = write_html(wh.con, tmp_path / "b.html", run="without", compare="with_loading")
+    text = (tmp_path / "b.html").read_text(encoding="utf-8")
+    assert done["compare"] == "with_loading"
+    assert "<h2>Why this run's median step differs from with_loading's, along the critical paths</h2>" in text
+    assert sorted(int(i) for i in CHART_DIV.findall(text)) == list(range(done["charts"]))
+    # the bar chart: a bar per row, then the remainder
+    chart = text[text.index('<div id="chart-0"'):text.index('<div id="chart-1"')]
+    assert '"y":["annotation \\u00b7 data_loading","annotation \\u00b7 Optimizer.step#SGD.step",' \
+           '"annotation \\u00b7 compute","not on the path"]' in chart
+    # the table: the rows with both runs' time, the remainder, the steps (14.36 ms a step with
+    # the loading, 4.36 without); the changes add up to the step's
+    assert _diff_table(text) == [
+        ["kind", "label", "with_loading, ms", "without, ms", "change, ms"],
+        ["annotation", "data_loading", "10.000", "0.000", "-10.000"],
+        ["annotation", "Optimizer.step#SGD.step", "0.300", "0.300", "+0.000"],
+        ["annotation", "compute", "4.000", "4.000", "+0.000"],
+        ["unexplained", "not on the path (gaps, slack)", "0.060", "0.060", "+0.000"],
+        ["step", "median step", "14.360", "4.360", "-10.000"]]
+
+
+def test_the_diff_table_sums_the_rows_past_the_ones_it_shows(tmp_path, monkeypatch):
+    from ctda_sql.export import html
+
+    monkeypatch.setattr(html, "DIFF_ROWS", 1)
+    with _compared(tmp_path) as wh:
+        html.write_html(wh.con, tmp_path / "b.html", run="without", compare="with_loading")
+    rows = _diff_table((tmp_path / "b.html").read_text(encoding="utf-8"))
+    assert [row[1] for row in rows] == ["label", "data_loading", "2 other rows", "not on the path (gaps, slack)",
+                                        "median step"]
+    assert rows[2][2:] == ["4.300", "4.300", "+0.000"]
+
+
+def test_the_compare_section_draws_in_headless_chromium(tmp_path):
+    from ctda_sql.export.html import write_html
+
+    binary = chromium_or_skip()
+    with _compared(tmp_path) as wh:
+        done = write_html(wh.con, tmp_path / "b.html", run="without", compare="with_loading")
+    page = render(tmp_path / "b.html", binary)
+    assert page.errors == []
+    drawn = re.findall(r'<div id="chart-(\d+)".*?class="main-svg"', page.dom, flags=re.S)
+    assert "0" in drawn and len(set(drawn)) == done["charts"]
+
+
+def test_without_compare_there_is_no_diff_section(report):
+    assert '<table class="diff">' not in report[0].read_text(encoding="utf-8")
+
+
+def test_compare_with_an_unknown_run_is_one_error(tmp_path):
+    from ctda_sql.core.errors import CtdaError
+    from ctda_sql.export.html import write_html
+
+    with _compared(tmp_path) as wh, pytest.raises(CtdaError, match="no run named 'nosuch'"):
+        write_html(wh.con, tmp_path / "x.html", run="without", compare="nosuch")
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_a_hostile_annotation_name_stays_text_in_the_diff_table(tmp_path):
+    from ctda_sql.export.html import write_html
+
+    evil = '<img src="http://127.0.0.1:9/x" onerror="alert(1)">\u202e'
+    with _compared(tmp_path, loading_name=evil) as wh:
+        write_html(wh.con, tmp_path / "b.html", run="without", compare="with_loading")
+    text = (tmp_path / "b.html").read_text(encoding="utf-8")
+    rows = _diff_table(text)
+    assert rows[1][1] == '&lt;img src="http://127.0.0.1:9/x" onerror="alert(1)"&gt;&lt;U+202E&gt;'
+    assert "<img" not in text and "\u202e" not in text

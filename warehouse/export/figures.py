@@ -257,6 +257,23 @@ def whatif_path_figure(changes: dict):
     return fig
 
 
+def diff_figure(rows: list[dict], unexplained_us: float):
+    """The path diff's rows (advice.diff) as horizontal bars of their change, biggest first,
+    then the remainder off the path: red where run B spends more, green where it spends less."""
+    import plotly.graph_objects as go
+
+    labels = _distinct([f"{shown(r['kind'])} · {shown(r['label'], 50)}" for r in rows] + ["not on the path"])
+    deltas = _ms([r["delta_us"] for r in rows] + [unexplained_us])
+    colors = ["#d62728" if d > 0 else "#2ca02c" for d in deltas[:-1]] + ["#7f7f7f"]
+    notes = [f"{shown(r['label'])}<br>{r['a_us'] / 1000:.3f} → {r['b_us'] / 1000:.3f} ms" for r in rows]
+    fig = go.Figure(go.Bar(y=labels, x=deltas, orientation="h", marker_color=colors,
+                           customdata=notes + ["gaps and slack off the path"],
+                           hovertemplate="%{customdata}<br>%{x:+.3f} ms<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_layout(height=max(300, 26 * len(labels) + 120), xaxis_title="change of the median step, ms")
+    return fig
+
+
 def waits_figure(waits: dict):
     """Per step, the wait at collectives stacked by the rank that arrived last."""
     import plotly.graph_objects as go

@@ -17,15 +17,18 @@ from ctda_sql.core import sqlfiles
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.export.outputfile import atomic_output, check_output_path
 from ctda_sql.export.figures import (METHODS, _mean, composition_figure, cpcr_figure, cross_rank_path_figure,
-                                     gantt_figure, hotspots_figure, idle_figure, kernel_figure, overlap_figure,
-                                     queue_figure, shown, skew_figure, step_time_figure, temporal_figure,
-                                     waits_figure, whatif_path_figure, whatif_steps_figure)
+                                     diff_figure, gantt_figure, hotspots_figure, idle_figure, kernel_figure,
+                                     overlap_figure, queue_figure, shown, skew_figure, step_time_figure,
+                                     temporal_figure, waits_figure, whatif_path_figure, whatif_steps_figure)
 
 HOTSPOTS_PER_PHASE = 5
+DIFF_ROWS = 20
 WHATIF_CHANGES_PER_SCENARIO = 5
 
-def write_html(con, path: Path, run: str, step: int | None = None, rank: int | None = None) -> dict:
-    """Write the report of `run`; the Gantt shows `step` of `rank` (default: the slowest step)."""
+def write_html(con, path: Path, run: str, step: int | None = None, rank: int | None = None,
+               compare: str | None = None) -> dict:
+    """Write the report of `run`; the Gantt shows `step` of `rank` (default: the slowest step).
+    With `compare` (another run), a section says why `run`'s median step differs from its one."""
     if path.suffix.lower() not in (".html", ".htm"):
         raise CtdaError(f"{path}: the report file name must end in .html")
     check_output_path(con, path)
@@ -35,7 +38,7 @@ def write_html(con, path: Path, run: str, step: int | None = None, rank: int | N
         raise CtdaError(f"run {run!r} has no critical path yet; run `ctda-sql analyze --run {run}` first")
     gantt_rank, gantt_step = _gantt_step(steps, rank, step)
     cpcr = _cpcr(con, run)
-    sections = [
+    sections = _compare_sections(con, run, compare) + [
         ("Critical-path coverage per step", _CPCR_TEXT, cpcr_figure(cpcr)),
         ("Top hotspots per phase", _HOTSPOTS_TEXT,
          hotspots_figure(_columns(con, "export/html_hotspots_by_phase.sql",
@@ -65,7 +68,7 @@ def write_html(con, path: Path, run: str, step: int | None = None, rank: int | N
     with atomic_output(path) as temporary:  # a failed write leaves the previous report whole
         _write_page(temporary, page)
     return {"path": str(path), "run": run, "charts": len(sections), "ranks": ranks,
-            "gantt_rank": gantt_rank, "gantt_step": gantt_step}
+            "gantt_rank": gantt_rank, "gantt_step": gantt_step, "compare": compare}
 
 
 def _write_page(path: Path, page: str) -> None:
@@ -139,6 +142,40 @@ def _hta_sections(con, run: str, rank: int) -> list[tuple]:
     return found
 
 
+def _compare_sections(con, run: str, compare: str | None) -> list[tuple]:
+    """The path diff of `run` against `compare` (advice.diff): a bar per row and the rows as a
+    table, the biggest changes first, the rest summed so the table still adds up."""
+    if compare is None:
+        return []
+    from ctda_sql.advice.diff import diff
+
+    document = diff(con, compare, run)
+    shown_rows, rest = document["rows"][:DIFF_ROWS], document["rows"][DIFF_ROWS:]
+    title = f"Why this run's median step differs from {compare}'s, along the critical paths"
+    return [(title, _DIFF_TEXT, diff_figure(shown_rows, document["unexplained_us"]),
+             _diff_table(document, shown_rows, rest))]
+
+
+def _diff_table(document: dict, rows: list[dict], rest: list[dict]) -> str:
+    """The rows, the rest summed, the remainder and the steps: a table whose changes add up."""
+    def line(kind: str, label: str, a_us: float, b_us: float, delta_us: float, css: str = "") -> str:
+        return (f'<tr{css}><td>{shown(kind)}</td><td class="label">{shown(label)}</td>'
+                f"<td>{a_us / 1000:.3f}</td><td>{b_us / 1000:.3f}</td><td>{delta_us / 1000:+.3f}</td></tr>")
+
+    body = [line(r["kind"], r["label"], r["a_us"], r["b_us"], r["delta_us"]) for r in rows]
+    if rest:
+        body.append(line("", f"{len(rest)} other rows", sum(r["a_us"] for r in rest),
+                         sum(r["b_us"] for r in rest), sum(r["delta_us"] for r in rest)))
+    a_rows = sum(r["a_us"] for r in document["rows"])
+    b_rows = sum(r["b_us"] for r in document["rows"])
+    body.append(line("unexplained", "not on the path (gaps, slack)", document["step_a_us"] - a_rows,
+                     document["step_b_us"] - b_rows, document["unexplained_us"]))
+    body.append(line("step", "median step", document["step_a_us"], document["step_b_us"],
+                     document["delta_us"], ' class="total"'))
+    return (f'<table class="diff"><tr><th>kind</th><th>label</th><th>{shown(document["run_a"])}, ms</th>'
+            f'<th>{shown(document["run_b"])}, ms</th><th>change, ms</th></tr>{"".join(body)}</table>')
+
+
 def _gantt_step(steps: dict, rank: int | None, step: int | None) -> tuple[int, int]:
     """The slowest analysed step (of `rank` when given), or the one asked for."""
     chosen = np.ones(len(steps["step"]), dtype=bool)
@@ -157,6 +194,10 @@ def _gantt_step(steps: dict, rank: int | None, step: int | None) -> tuple[int, i
 
 # ---- page --------------------------------------------------------------------------------
 
+_DIFF_TEXT = ("The median step of each run, its critical path cut into annotations, ops, kernels and "
+              "phases (each microsecond once): what appeared, vanished, grew or shrank, biggest change "
+              "first. What no row explains is the time off the path (gaps, slack). `ctda-sql diff` and "
+              "`report path_diff` list every row.")
 _CPCR_TEXT = ("Each bar is one step of one rank: green is time the critical path counts; the "
               "rest is split by cause. ctda links the main and autograd threads; per_thread "
               "treats threads apart, as tools without cross-thread edges do.")
@@ -202,6 +243,10 @@ table.summary { border-collapse: collapse; margin: 1rem 0; }
 table.summary td, table.summary th { border: 1px solid #ddd; padding: .3rem .8rem; text-align: right; }
 table.summary th { background: #f4f4f4; }
 section { border-top: 1px solid #eee; }
+table.diff { border-collapse: collapse; margin: .6rem 0 1rem; font-size: .9rem; }
+table.diff td, table.diff th { border: 1px solid #ddd; padding: .2rem .6rem; text-align: right; }
+table.diff td.label { text-align: left; max-width: 40rem; overflow-wrap: anywhere; }
+table.diff th { background: #f4f4f4; } table.diff tr.total td { font-weight: bold; }
 """
 
 
@@ -209,11 +254,12 @@ def _page(run: str, ranks: list[int], steps: dict, cpcr: dict, sections) -> str:
     from plotly.offline import get_plotlyjs
 
     parts = []
-    for index, (title, note, fig) in enumerate(sections):
+    # a section is (title, note, figure) and may add HTML of its own after the figure (a table)
+    for index, (title, note, fig, *after) in enumerate(sections):
         div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{index}",
                           config={"displaylogo": False, "responsive": True})
         parts.append(f'<section><h2>{shown(title)}</h2><p class="note">{shown(note)}</p>'
-                     f"{div}</section>")
+                     f"{div}{''.join(after)}</section>")
     summary = "".join(
         f"<tr><th>{m}</th><td>{_mean(cpcr, m):.3f}</td>"
         f"<td>{float(np.mean(cpcr['path_us'][cpcr['method'] == m])) / 1000:.2f} ms</td></tr>"
