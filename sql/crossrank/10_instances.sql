@@ -163,16 +163,19 @@ LEFT JOIN (SELECT l.kernel_row, c.* FROM launched AS l
     ON c.kernel_row = k.kernel_row AND c.run_id = k.run_id AND c.rank = k.rank AND c.pid = k.launch_pid
    AND c.tid = k.launch_tid AND k.launch_ts_us BETWEEN c.ts_us AND c.end_us;
 
--- gloo executions, paired in order with the rank's calls of the same collective that
--- launched no kernel: gloo:* annotations of a worker thread (outside any call), and the
+-- gloo executions, paired with the rank's calls of the same collective that launched no
+-- kernel: gloo:* annotations of a worker thread (outside any call), in order; and the
 -- gloo:send / gloo:recv of a point-to-point call, which run on the calling thread from the
--- post (inside or right after the call) to the completion. A call's execution key is the
--- annotation gloo writes for it: the *_base_ tensor variants run as the plain collective,
--- and gloo runs a reduce-scatter of one tensor as an all-reduce (FSDP's gradient sync).
+-- post (inside or right after the call) to the completion: each with the latest call of its
+-- kind on its thread that started by its start. A second execution of one point-to-point call
+-- (a trace that holds the events twice) is dropped: paired in order, it shifted every later
+-- pair of the rank by one. A call's execution key is the annotation gloo writes for it: the
+-- *_base_ tensor variants run as the plain collective, and gloo runs a reduce-scatter of one
+-- tensor as an all-reduce (FSDP's gradient sync).
 CREATE OR REPLACE TEMP TABLE cr_gloo AS
 WITH execs AS (
-    SELECT run_id, rank, event_id, name, ts_us, end_us, args,
-           collective_key(name) AS key,
+    SELECT run_id, rank, event_id, name, pid, tid, ts_us, end_us, args,
+           collective_key(name) AS key, collective_key(name) IN ('send', 'recv') AS p2p,
            row_number() OVER (PARTITION BY run_id, rank, collective_key(name) ORDER BY ts_us, event_id) AS nth
     FROM cr_comm_events
     WHERE starts_with(name, 'gloo:') AND (outside_calls OR collective_key(name) IN ('send', 'recv'))
@@ -185,16 +188,28 @@ call_keys AS (
     FROM cr_calls
 ),
 calls AS (
-    SELECT run_id, rank, event_id, ts_us, key,
+    SELECT run_id, rank, event_id, pid, tid, ts_us, key,
            row_number() OVER (PARTITION BY run_id, rank, key ORDER BY ts_us, event_id) AS nth
     FROM call_keys AS c
     WHERE NOT EXISTS (SELECT 1 FROM cr_kernels AS k
                       WHERE k.run_id = c.run_id AND k.rank = c.rank AND k.call_event_id = c.event_id)
+),
+p2p_execs AS (
+    SELECT x.*, c.event_id AS call_event_id,
+           row_number() OVER (PARTITION BY x.run_id, x.rank, c.event_id ORDER BY x.ts_us, x.event_id) AS of_call
+    FROM (SELECT * FROM execs WHERE p2p) AS x
+    ASOF LEFT JOIN (SELECT * FROM calls WHERE key IN ('send', 'recv')) AS c
+        ON c.run_id = x.run_id AND c.rank = x.rank AND c.pid = x.pid AND c.tid = x.tid AND c.key = x.key
+       AND x.ts_us >= c.ts_us
 )
-SELECT x.*, c.event_id AS call_event_id
-FROM execs AS x
+SELECT x.* EXCLUDE (pid, tid, p2p), c.event_id AS call_event_id
+FROM (SELECT * FROM execs WHERE NOT p2p) AS x
 LEFT JOIN calls AS c
-    ON c.run_id = x.run_id AND c.rank = x.rank AND c.key = x.key AND c.nth = x.nth AND c.ts_us <= x.ts_us;
+    ON c.run_id = x.run_id AND c.rank = x.rank AND c.key = x.key AND c.nth = x.nth AND c.ts_us <= x.ts_us
+UNION ALL
+SELECT * EXCLUDE (pid, tid, p2p, of_call)
+FROM p2p_execs
+WHERE call_event_id IS NULL OR of_call = 1;
 
 -- One row per collective instance, in the rank's own clock.
 CREATE OR REPLACE TEMP TABLE cr_raw_instances AS
@@ -249,7 +264,8 @@ FROM entries;
 -- default group (pg_config's default_pg), else to 'default' spanning the run's ranks.
 -- group_ranks keeps only the group's ranks that are in the run: those are the ones to match.
 -- A send or recv whose peer is known belongs to its channel ('<pg>:<sender>-><receiver>',
--- global ranks), whose two ranks match its sends with its recvs in order.
+-- global ranks; on_channel), whose sends 20_match.sql pairs with its recvs step by step (seq
+-- here is the call's order on the channel; matching renumbers it by pair).
 CREATE OR REPLACE TEMP TABLE cr_instances AS
 WITH run_ranks AS (
     SELECT run_id, list(rank ORDER BY rank) AS ranks
@@ -288,7 +304,8 @@ SELECT g.run_id, g.rank, s.step, g.pg,
                           ORDER BY coalesce(g.enqueue_us, g.start_us), g.start_us, g.exec_event_id) AS seq,
        g.name, g.nelems, g.dtype, g.nelems * analysis_dtype_bytes(g.dtype) AS bytes,
        list_sort(list_filter(g.declared_ranks, lambda x: list_contains(g.present_ranks, x))) AS group_ranks,
-       g.enqueue_us, g.start_us, g.end_us, g.executed_on, g.cpu_event_id, g.exec_event_id
+       g.enqueue_us, g.start_us, g.end_us, g.executed_on, g.cpu_event_id, g.exec_event_id,
+       g.sender IS NOT NULL AND g.receiver IS NOT NULL AS on_channel
 FROM channels AS g
 ASOF LEFT JOIN steps AS s
     ON s.run_id = g.run_id AND s.rank = g.rank AND coalesce(g.enqueue_us, g.start_us) >= s.start_us;

@@ -58,6 +58,9 @@ WITH waiting AS MATERIALIZED (
         ON late.run_id = i.run_id AND late.pg = i.pg AND late.seq = i.seq AND late.rank = i.last_rank
     WHERE i.run_id IN (SELECT run_id FROM cr_runs) AND i.matched AND i.last_rank <> i.rank
       AND i.wait_us > $gate_min_wait_us
+      -- ranks that made it in different steps (numbered differently): the path follows one
+      -- step number on every rank, and the late rank's arrival is in another of its windows
+      AND late.step IS NOT DISTINCT FROM i.step
 ),
 windows AS MATERIALIZED (
     SELECT *, row_number() OVER () AS window_row FROM cr_windows
@@ -149,23 +152,34 @@ FROM reached;
 -- For each gate, the latest gate of the late rank ending before the path enters that rank:
 -- a table of its own, because DuckDB plans no ASOF join inside a recursive CTE (a CTE used
 -- there may be inlined into it, which fails on larger jobs).
+--
+-- Gates of a rank that end at one instant: an ASOF join takes any one of them, so each such
+-- instant keeps one, the last in gate_id order (cr_gate_ends), and the path is the same on
+-- every analysis.
+CREATE OR REPLACE TEMP TABLE cr_gate_ends AS
+SELECT run_id, step, rank, end_us, max(gate_id) AS gate_id
+FROM cr_gates
+GROUP BY run_id, step, rank, end_us;
+
 CREATE OR REPLACE TEMP TABLE cr_next_gates AS
 SELECT g.gate_id, n.gate_id AS next_gate_id
 FROM cr_gates AS g
-ASOF LEFT JOIN cr_gates AS n
+ASOF LEFT JOIN cr_gate_ends AS n
     ON n.run_id = g.run_id AND n.step = g.step AND n.rank = g.next_rank AND g.next_upper_us >= n.end_us;
 
--- Each step's start: the rank that finished last, and its latest gate before that end.
+-- Each step's start: the rank that finished last (of ranks that finished at one instant, the
+-- lowest: an arbitrary one made the path differ from one analysis to the next), and its
+-- latest gate before that end.
 CREATE OR REPLACE TEMP TABLE cr_first_gates AS
 WITH starts AS (
-    SELECT run_id, step, arg_max(rank, e2e_end_us - offset_us) AS rank,
-           arg_max(e2e_end_us, e2e_end_us - offset_us) AS upper_us
+    SELECT run_id, step, arg_max(rank, (e2e_end_us - offset_us, -rank)) AS rank,
+           arg_max(e2e_end_us, (e2e_end_us - offset_us, -rank)) AS upper_us
     FROM cr_windows
     GROUP BY run_id, step
 )
 SELECT s.*, g.gate_id
 FROM starts AS s
-ASOF LEFT JOIN cr_gates AS g
+ASOF LEFT JOIN cr_gate_ends AS g
     ON g.run_id = s.run_id AND g.step = s.step AND g.rank = s.rank AND s.upper_us >= g.end_us;
 
 -- A step's path takes each of its gates at most once, going back in time: it needs no more
@@ -339,3 +353,29 @@ JOIN path_events AS e
 INSERT INTO cross_rank_segments
 SELECT run_id, step, hop, rank, lower_us, upper_us, gate_pg, gate_seq
 FROM cr_hops;
+
+-- Notes for analyze's summary. Matched collectives whose ranks made them in different steps
+-- (ranks that number their steps differently): the path follows one step on every rank, so it
+-- cannot cross at them, and without a note cross_rank would silently equal ctda.
+CREATE OR REPLACE TEMP TABLE cr_notes AS
+WITH split AS (
+    SELECT run_id, count(*) AS collectives
+    FROM (SELECT run_id, pg, seq FROM collective_instances
+          WHERE run_id IN (SELECT run_id FROM cr_runs) AND matched
+          GROUP BY ALL HAVING count(DISTINCT step) > 1 OR count(step) < count(*))
+    GROUP BY run_id
+),
+ranges AS (
+    SELECT run_id, string_agg('rank ' || rank || ' ' || CASE WHEN lo = hi THEN lo::VARCHAR ELSE lo || '-' || hi END,
+                              ', ' ORDER BY rank) AS steps
+    FROM (SELECT run_id, rank, min(step) AS lo, max(step) AS hi FROM cr_windows GROUP BY ALL)
+    GROUP BY run_id
+)
+SELECT r.name AS run,
+       'run ''' || r.name || ''': ' || s.collectives
+       || CASE WHEN s.collectives = 1 THEN ' matched collective falls' ELSE ' matched collectives fall' END
+       || ' in different steps on their ranks (steps: ' || coalesce(g.steps, 'none') || ')'
+       || '; the cross-rank path does not cross at them' AS note
+FROM split AS s
+JOIN runs AS r USING (run_id)
+LEFT JOIN ranges AS g USING (run_id);

@@ -81,4 +81,5 @@ def _summary(con) -> str:
         "JOIN analysis_windows AS w USING (run_id, rank, step)").fetchone()
     if cpcr[1]:
         line += f"; mean CPCR {cpcr[0]:.3f} over {cpcr[1]} steps"
-    return line
+    notes = con.execute("SELECT note FROM cr_notes ORDER BY run").fetchall()
+    return line + "".join(f"\n  note: {note}" for (note,) in notes)
