@@ -18,6 +18,11 @@ from ctda_sql.whatif.replay import whatif
 
 from engine_helpers import remainder
 
+# single_thread_step in the layout of a PyTorch 1.8 file, with the fields the builder leaves out
+# (process names, Device / Trace name / cbid / external ts / kernel and copy args, the
+# iteration-start instant), one event per line: libkineto's output_json.cpp of that time
+SAMPLE_1_8 = Path(__file__).parent / "data" / "legacy" / "single_thread_step.pt.trace.json"
+
 
 def single_thread_step(legacy: bool) -> TraceBuilder:
     """One CUDA step on one thread, stream 7 (times in us from the step's start):
@@ -244,3 +249,12 @@ def test_a_step_under_0_8_names_the_rest_and_where_it_lies(tmp_path):
 def test_a_step_at_0_8_or_more_has_no_note(tmp_path):
     con = analyzed_trace(single_thread_step(legacy=True).write(tmp_path / "trace.json"), tmp_path)
     assert remainder(con)["note"] is None
+
+
+def test_a_file_in_the_1_8_layout_reads_like_the_modern_trace(tmp_path, run_cli):
+    assert run_cli("ingest", str(SAMPLE_1_8), "--run", "sample").code == 0
+    (tmp_path / "sample").mkdir()
+    sample = analyzed_trace(SAMPLE_1_8, tmp_path / "sample")
+    modern = analyzed_trace(single_thread_step(legacy=False).write(tmp_path / "modern.json"), tmp_path)
+    assert critical_path(sample) == critical_path(modern)
+    assert remainder(sample)["cpcr"] == pytest.approx(0.98)
