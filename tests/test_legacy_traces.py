@@ -5,6 +5,7 @@ scenario written with modern and with legacy names has the same critical path.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,18 @@ def test_a_file_in_the_1_8_layout_reads_like_the_modern_trace(tmp_path, run_cli)
     modern = analyzed_trace(single_thread_step(legacy=False).write(tmp_path / "modern.json"), tmp_path)
     assert critical_path(sample) == critical_path(modern)
     assert remainder(sample)["cpcr"] == pytest.approx(0.98)
+
+
+def test_a_gpu_op_without_a_stream_arg_takes_it_from_its_stream_lane(tmp_path):
+    # the lane of a 1.8 GPU op is "stream N": enough when args.stream is missing
+    trace = single_thread_step(legacy=True).to_dict()
+    for event in trace["traceEvents"]:
+        if event.get("cat") in ("Kernel", "Memcpy", "Memset"):
+            del event["args"]["stream"]
+    path = tmp_path / "no_stream_args.json"
+    path.write_text(json.dumps(trace))
+    (tmp_path / "legacy").mkdir()
+    legacy = analyzed_trace(path, tmp_path / "legacy")
+    assert legacy.execute("SELECT DISTINCT stream FROM events WHERE cat = 'Kernel'").fetchall() == [(7,)]
+    modern = analyzed_trace(single_thread_step(legacy=False).write(tmp_path / "modern.json"), tmp_path)
+    assert critical_path(legacy) == critical_path(modern)

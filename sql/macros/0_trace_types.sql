@@ -17,13 +17,15 @@ CREATE OR REPLACE TEMP MACRO is_gpu_work(cat) AS
 CREATE OR REPLACE TEMP MACRO is_device_category(cat) AS
     is_gpu_work(cat) OR cat IN ('cuda_sync', 'gpu_user_annotation');
 
--- Streams arrive as 7, "7", "0x0" or 4294967295 (an unsigned -1, the device lane).
+-- Streams arrive as 7, "7", "0x0" or 4294967295 (an unsigned -1, the device lane); a GPU
+-- lane of PyTorch 1.8-1.9 is "stream 7" (its events carry args.stream too, but not always).
 CREATE OR REPLACE TEMP MACRO normalize_stream(stream_text) AS
     CASE
         WHEN stream_text IS NULL THEN NULL
         WHEN lower(stream_text) LIKE '0x%'
             THEN TRY_CAST(('0x' || substr(stream_text, 3)) AS BIGINT)
         WHEN TRY_CAST(stream_text AS BIGINT) = 4294967295 THEN -1
+        WHEN starts_with(stream_text, 'stream ') THEN TRY_CAST(substr(stream_text, 8) AS BIGINT)
         ELSE TRY_CAST(stream_text AS BIGINT)
     END;
 
