@@ -13,9 +13,10 @@
 -- the max over ranks) is closest to the median, the lower one on a tie. That step's path is cut
 -- into pieces that count each microsecond once: time on a main/autograd thread inside a user
 -- annotation goes to the innermost one (events, idle and gaps alike); outside annotations, a
--- CPU event's counted self time goes to its op, a GPU event's to its kernel, and idle inside a
--- node to the node's phase; gaps between nodes outside annotations are not on the path and fall
--- to the remainder. Values are whole microseconds, so rows + remainder == step difference exactly.
+-- CPU event's counted self time goes to its op, a GPU event's to its kernel, idle inside a node
+-- to the node's phase, and a gap while a helper thread's annotation ran (a DataLoader's stall) to
+-- a wait on it; other gaps are not on the path and fall to the remainder. Values are whole
+-- microseconds, so rows + remainder == step difference exactly.
 WITH wanted AS (
     SELECT side, run FROM (VALUES
         ('a', CASE WHEN $run_a IS NULL OR $run_b IS NULL THEN error('path_diff needs run_a and run_b')
@@ -95,31 +96,32 @@ extent AS (
     FROM path LEFT JOIN tails AS t USING (side, on_rank)
     GROUP BY ALL
 ),
+-- annotations of the threads the path follows (main and autograd), and of helper threads
+-- (a DataLoader's, a collective's worker), which name only the gaps the path waited through
 annotations AS (
-    SELECT x.side, x.on_rank, a.pid || '/' || a.tid AS lane, a.name, a.ts_us AS start_us, a.end_us
+    SELECT x.side, x.on_rank, a.pid || '/' || a.tid AS lane, t.role IN ('main', 'autograd') AS followed,
+           a.name, a.ts_us AS start_us, a.end_us
     FROM extent AS x
     JOIN events AS a
         ON a.run_id = x.run_id AND a.rank = x.on_rank AND a.ph = 'X' AND a.cat = 'user_annotation'
        AND NOT starts_with(a.name, 'ProfilerStep#') AND a.ts_us < x.hi_us AND a.end_us > x.lo_us
-    -- the threads the path follows (main and autograd), not helper threads
     JOIN threads AS t
-        ON t.run_id = a.run_id AND t.rank = a.rank AND t.pid = a.pid AND t.tid = a.tid
-       AND t.role IN ('main', 'autograd')
+        ON t.run_id = a.run_id AND t.rank = a.rank AND t.pid = a.pid AND t.tid = a.tid AND t.role <> 'stream'
 ),
 -- each thread's annotations nest: walk their starts and ends in order with the stack's depth
 -- (ends before starts at one time, outer starts first, inner ends first)
 marks AS (
     SELECT *, row_number() OVER w AS pos, sum(delta) OVER (w ROWS UNBOUNDED PRECEDING) AS depth
-    FROM (SELECT side, on_rank, lane, start_us AS t, 1 AS delta, name, start_us, end_us FROM annotations
+    FROM (SELECT side, on_rank, lane, followed, start_us AS t, 1 AS delta, name, start_us, end_us FROM annotations
           UNION ALL
-          SELECT side, on_rank, lane, end_us, -1, name, start_us, end_us FROM annotations)
+          SELECT side, on_rank, lane, followed, end_us, -1, name, start_us, end_us FROM annotations)
     WINDOW w AS (PARTITION BY side, on_rank, lane
                  ORDER BY t, delta, CASE WHEN delta = 1 THEN -end_us ELSE -start_us END, name)
 ),
 -- the innermost annotation open on a thread from each mark to its next: the one just started,
 -- or after an end the latest start at the depth left open
 lane_stretches AS (
-    SELECT m.side, m.on_rank, m.lane, m.t AS start_us,
+    SELECT m.side, m.on_rank, m.lane, m.followed, m.t AS start_us,
            lead(m.t) OVER (PARTITION BY m.side, m.on_rank, m.lane ORDER BY m.pos) AS end_us,
            CASE WHEN m.delta = 1 THEN m.name ELSE o.name END AS label,
            CASE WHEN m.delta = 1 THEN m.start_us ELSE o.start_us END AS label_start_us
@@ -130,7 +132,8 @@ lane_stretches AS (
     QUALIFY lead(m.t) OVER (PARTITION BY m.side, m.on_rank, m.lane ORDER BY m.pos) > m.t
 ),
 -- the rank's path time cut at every annotation and piece boundary; each stretch lies in at
--- most one piece and is named for the innermost annotation over all threads (latest start)
+-- most one piece and is named for the innermost annotation of the followed threads (latest
+-- start), and for the innermost one of the helper threads
 bounds AS (
     SELECT DISTINCT side, on_rank, t
     FROM (SELECT side, on_rank, start_us AS t FROM annotations
@@ -145,19 +148,27 @@ stretches AS (
 ),
 named_stretches AS (
     SELECT s.side, s.on_rank, s.start_us, s.end_us,
-           arg_max(l.label, l.label_start_us) FILTER (WHERE l.label IS NOT NULL AND s.start_us < l.end_us) AS label
+           arg_max(l.label, l.label_start_us)
+               FILTER (WHERE l.followed AND l.label IS NOT NULL AND s.start_us < l.end_us) AS label,
+           arg_max(l.label, l.label_start_us)
+               FILTER (WHERE NOT l.followed AND l.label IS NOT NULL AND s.start_us < l.end_us) AS helper_label
     FROM stretches AS s
     JOIN (SELECT DISTINCT side, on_rank, lane FROM annotations) AS lanes USING (side, on_rank)
     ASOF JOIN lane_stretches AS l
         ON l.side = s.side AND l.on_rank = s.on_rank AND l.lane = lanes.lane AND s.start_us >= l.start_us
     GROUP BY ALL
 ),
+-- path time inside an annotation of a followed thread; a gap outside them, while a helper
+-- thread's annotation ran, is a wait on it (inferred from timing, as what-if's queue waits)
 annotated AS (
-    SELECT p.side, p.on_rank, p.node_id, p.part, n.label, n.end_us - n.start_us AS us
+    SELECT p.side, p.on_rank, p.node_id, p.part,
+           CASE WHEN n.label IS NOT NULL THEN 'annotation' ELSE 'wait' END AS kind,
+           coalesce(n.label, n.helper_label) AS label, n.end_us - n.start_us AS us
     FROM named_stretches AS n
     ASOF JOIN cpu_pieces AS p
         ON p.side = n.side AND p.on_rank = n.on_rank AND n.start_us >= p.start_us
-    WHERE n.label IS NOT NULL AND n.start_us < p.end_us
+    WHERE n.start_us < p.end_us
+      AND (n.label IS NOT NULL OR (p.part = 'gap' AND n.helper_label IS NOT NULL))
 ),
 -- counted events of the chosen steps' paths, with their node's kind and phase
 counted AS (
@@ -194,14 +205,15 @@ node_idle AS (
     JOIN nodes AS n
         ON n.run_id = p.run_id AND n.rank = p.on_rank AND n.step = p.step AND n.method = 'ctda'
        AND n.node_id = p.node_id
-    LEFT JOIN (SELECT side, on_rank, node_id, sum(us) AS us FROM annotated WHERE part = 'span' GROUP BY ALL) AS a
+    LEFT JOIN (SELECT side, on_rank, node_id, sum(us) AS us FROM annotated WHERE part = 'span' AND kind = 'annotation'
+               GROUP BY ALL) AS a
         ON a.side = p.side AND a.on_rank = p.on_rank AND a.node_id = p.node_id
     LEFT JOIN (SELECT side, on_rank, node_id, sum(self_us) AS us FROM loose_events GROUP BY ALL) AS l
         ON l.side = p.side AND l.on_rank = p.on_rank AND l.node_id = p.node_id
     GROUP BY p.side, p.on_rank, p.node_id, n.phase
 ),
 pieces AS (
-    SELECT side, on_rank, 'annotation' AS kind, label, us FROM annotated
+    SELECT side, on_rank, kind, label, us FROM annotated
     UNION ALL
     SELECT side, on_rank, CASE WHEN kind = 'cpu' THEN 'op' ELSE 'kernel' END, name, self_us FROM loose_events
     UNION ALL

@@ -47,19 +47,24 @@ def share_on(document: dict, *names: str) -> float:
 
 # ---- hand-made pairs ---------------------------------------------------------------------------
 
-def training_trace(data_loading_us: float = 0, compute_us: float = 4000, item_us: float = 0) -> TraceBuilder:
+def training_trace(data_loading_us: float = 0, compute_us: float = 4000, item_us: float = 0,
+                   loader_stall_us: float = 0) -> TraceBuilder:
     """STEPS identical steps on the main thread: a data_loading annotation with nothing inside
-    (a sleep), a `compute` annotation around one op, an op outside every annotation
-    (`aten::item`), the optimizer. Leaving a part out keeps every other time the same, so a
-    pair differs by that part alone."""
+    (a sleep), or a wait with no annotation while a loader thread runs `loader_stall`; a
+    `compute` annotation around one op, an op outside every annotation (`aten::item`), the
+    optimizer. Leaving a part out keeps every other time the same, so a pair differs by that
+    part alone."""
     b = TraceBuilder(rank=0)
-    main = b.thread(100, "pt_main_thread")
+    main, loader = b.thread(100, "pt_main_thread"), b.thread(300, "loader")
+    data_loading_us = data_loading_us or loader_stall_us
     step_us = 10 + data_loading_us + 10 + compute_us + 10 + item_us + 10 + 300 + 20
     for number in range(1, STEPS + 1):
         t = (number - 1) * step_us
         b.step(number, main, ts=t, dur=step_us)
         t += 10
-        if data_loading_us:
+        if loader_stall_us:
+            b.annotation(loader, "loader_stall", ts=t, dur=loader_stall_us)
+        elif data_loading_us:
             b.annotation(main, "data_loading", ts=t, dur=data_loading_us)
         t += data_loading_us + 10
         b.annotation(main, "compute", ts=t, dur=compute_us)
@@ -92,7 +97,8 @@ def job_traces(folder: Path, slow_us: float) -> list[Path]:
             b.cpu_op(main, "aten::mm", ts=t0 + 10 + late, dur=100)
             arrival = t0 + 120 + late
             end = t0 + 120 + slow_us + 150
-            b.cpu_op(main, "c10d::allreduce_", ts=arrival, dur=5, **{"Input Dims": [[[1024]]], "Input type": ["TensorList"]})
+            b.cpu_op(main, "c10d::allreduce_", ts=arrival, dur=5,
+                     **{"Input Dims": [[[1024]]], "Input type": ["TensorList"]})
             b.cpu_op(main, "record_param_comms", ts=arrival + 1, dur=3, **{
                 "Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float",
                 "Process Group Name": "0", "Process Group Ranks": "[0, 1]", "Group size": 2})
@@ -113,6 +119,7 @@ def handmade(tmp_path_factory):
         "compute_1ms": training_trace(compute_us=1000),
         "with_item": training_trace(item_us=500),
         "nested": nested_trace(),
+        "loader_stall": training_trace(loader_stall_us=7000),
     }
     for name, builder in single.items():
         ingest(con, [builder.write(folder / f"{name}.json")], run_name=name, show_progress=False)
@@ -159,6 +166,16 @@ def test_an_op_outside_annotations_appears_as_an_op_row(handmade):
     assert document["delta_us"] == 500
     # the 10 us before it moved from a gap (not on the path) into the op's node (idle there)
     assert all(abs(r["delta_us"]) <= 10 for r in document["rows"][1:])
+
+
+def test_a_gap_while_a_helper_thread_ran_is_a_wait_on_it(handmade):
+    # the main thread waits 7 ms with no annotation of its own while the loader thread runs
+    # `loader_stall`: the gap is named for it, as a wait (inferred from timing)
+    document = diff(handmade, "no_loading", "loader_stall")
+    assert_adds_up(document)
+    assert row(document, "wait", "loader_stall") == {
+        "kind": "wait", "label": "loader_stall", "a_us": 0, "b_us": 7000, "delta_us": 7000}
+    assert document["delta_us"] == 7000 and document["unexplained_us"] == 0
 
 
 def test_a_run_against_itself_differs_by_nothing(handmade):
@@ -298,7 +315,8 @@ def test_an_unanalysed_run_is_refused(tmp_path):
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     con = connect(tmp_path_factory.mktemp("recorded") / "w.duckdb")
-    for name in ("stall20-r1", "stall0-r1", "compute200-r1", "compute100-r1"):
+    for name in ("stall20-r1", "stall0-r1", "compute200-r1", "compute100-r1",
+                 "gpuloader15-r1", "gpuloader0-r1", "gpucopy1024-r1", "gpucopy512-r1"):
         ingest(con, [DATA / "whatif" / f"{name}.json.gz"], run_name=name, show_progress=False)
     for name in ("straggler", "balanced", "pipeline", "pipeline_slow"):
         ingest(con, sorted((DATA / "gloo" / name).glob("rank-*.json.gz")), run_name=name, show_progress=False)
@@ -326,6 +344,22 @@ def test_recorded_half_the_compute_lands_on_compute(recorded):
     assert_adds_up(document)
     assert document["delta_us"] < 0
     assert share_on(document, "compute") >= 0.8
+
+
+def test_recorded_cuda_loader_stall_lands_on_the_wait_for_it(recorded):
+    # CUDA, a DataLoader thread stalls 15 ms while the main thread waits for its batch
+    document = diff(recorded, "gpuloader15-r1", "gpuloader0-r1")
+    assert_adds_up(document)
+    assert document["delta_us"] < -5000
+    assert share_on(document, "loader_stall") >= 0.8
+    assert document["rows"][0]["kind"] == "wait"
+
+
+def test_recorded_cuda_copy_twice_as_fast_lands_on_the_copy_kernel(recorded):
+    document = diff(recorded, "gpucopy1024-r1", "gpucopy512-r1")
+    assert_adds_up(document)
+    assert share_on(document, "Memcpy HtoD") >= 0.8
+    assert document["rows"][0]["kind"] == "kernel"
 
 
 def test_recorded_straggler_lands_on_rank_1_and_slow_rank(recorded):

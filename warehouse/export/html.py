@@ -194,10 +194,10 @@ def _gantt_step(steps: dict, rank: int | None, step: int | None) -> tuple[int, i
 
 # ---- page --------------------------------------------------------------------------------
 
-_DIFF_TEXT = ("The median step of each run, its critical path cut into annotations, ops, kernels and "
-              "phases (each microsecond once): what appeared, vanished, grew or shrank, biggest change "
-              "first. What no row explains is the time off the path (gaps, slack). `ctda-sql diff` and "
-              "`report path_diff` list every row.")
+_DIFF_TEXT = ("The median step of each run, its critical path cut into annotations, ops, kernels, "
+              "phases and waits on helper threads (each microsecond once): what appeared, vanished, grew "
+              "or shrank, biggest change first. What no row explains is the time off the path (gaps, "
+              "slack). `ctda-sql diff` and `report path_diff` list every row.")
 _CPCR_TEXT = ("Each bar is one step of one rank: green is time the critical path counts; the "
               "rest is split by cause. ctda links the main and autograd threads; per_thread "
               "treats threads apart, as tools without cross-thread edges do.")
