@@ -34,7 +34,7 @@ def duckdb_flags(argv: list[str]) -> tuple[list[str], list[str] | None, str | No
         elif word.startswith("-") and word[1:] in FORMATS:
             mode = word[1:]
         elif word in _VALUED:
-            rest += [word, next(words, "")]
+            rest += [word, *[value for value in [next(words, None)] if value is not None]]
         elif not word.startswith("-") and word != "shell":
             return argv, None, None  # another command: not the DuckDB CLI's flags
         else:

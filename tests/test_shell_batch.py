@@ -136,3 +136,16 @@ def test_the_batch_examples_of_the_shell_doc_run(tmp_path, monkeypatch):
 def test_shell_help_lists_the_duckdb_flags(db):
     done = ctda(db, "shell", "--help")
     assert done.returncode == 0 and "-c SQL" in done.stdout and "-csv, -json, -line, -markdown" in done.stdout
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--db", "x", "-csv", "-c", "SELECT 1"], (["--db", "x"], ["SELECT 1"], "csv")),
+    (["shell", "--lake", "L", "-json"], (["shell", "--lake", "L"], None, "json")),
+    (["--db", "-c"], (["--db", "-c"], None, None)),  # -c is the database's name here
+    (["ingest", "-c", "x"], (["ingest", "-c", "x"], None, None)),  # another command: argparse judges
+    (["-c"], (["-c"], None, None)),
+])
+def test_which_words_are_the_duckdb_flags(argv, expected):
+    from ctda_sql.shell.entry import duckdb_flags
+
+    assert duckdb_flags(argv) == expected
