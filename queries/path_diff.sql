@@ -34,7 +34,7 @@ sides AS (
 rank_check AS (
     SELECT CASE WHEN $rank IS NULL OR coalesce(bool_and(has_rank), true) THEN true
                 ELSE error('path_diff: no rank ' || $rank || ' in '
-                           || CASE WHEN bool_or(has_rank) THEN 'run ' ELSE 'runs ' END
+                           || CASE WHEN count(DISTINCT run) FILTER (WHERE NOT has_rank) > 1 THEN 'runs ' ELSE 'run ' END
                            || string_agg(DISTINCT run, ', ') FILTER (WHERE NOT has_rank)) END AS ok
     FROM sides
 ),

@@ -300,6 +300,20 @@ def test_the_report_refuses_a_missing_run(handmade):
         report_rows(handmade, "loading", None)
 
 
+@pytest.mark.parametrize("params, message", [
+    ((), "error: path_diff needs run_a and run_b"),
+    (("-p", "run_a=x", "-p", "run_b=y"), "error: no run named 'x'; runs: only"),
+    (("-p", "run_a=only", "-p", "run_b=only", "-p", "rank=2"), "error: path_diff: no rank 2 in run only"),
+])
+def test_the_report_on_the_command_line_refuses_in_one_line(run_cli, db_path, tmp_path, params, message):
+    con = connect(db_path)
+    ingest(con, [training_trace().write(tmp_path / "t.json")], run_name="only", show_progress=False)
+    analyze(con, show_progress=False)
+    con.close()
+    result = run_cli("report", "path_diff", *params)
+    assert result.code == 1 and result.err.strip() == message
+
+
 def test_an_unanalysed_run_is_refused(tmp_path):
     con = connect(tmp_path / "w.duckdb")
     ingest(con, [training_trace().write(tmp_path / "a.json")], run_name="analysed", show_progress=False)
