@@ -212,9 +212,10 @@ def test_a_recv_that_completed_before_its_send_was_posted_is_no_pair(tmp_path):
 
 # ---- the cross-rank Lows ---------------------------------------------------------------------
 
-def rewrite_steps(path: Path, change) -> None:
-    """Give each ProfilerStep event of a written trace the (ts, name) change(event) returns."""
-    trace = json.loads(gzip.decompress(path.read_bytes()))
+def rewrite_steps(path: Path, change, **top) -> None:
+    """Give each ProfilerStep event of a written trace the (ts, name) change(event) returns,
+    and the trace the top-level keys `top`."""
+    trace = json.loads(gzip.decompress(path.read_bytes())) | top
     for event in trace["traceEvents"]:
         if event.get("name", "").startswith("ProfilerStep#"):
             event["ts"], event["name"] = change(event)
@@ -222,23 +223,33 @@ def rewrite_steps(path: Path, change) -> None:
 
 
 def test_tied_step_ends_give_the_same_path_every_time(tmp_path):
-    # four ranks whose every step ends at the same instant: the path starts on the lowest of
-    # them. Before, the rank was any of the tied ones, and one of 5 analyses of one trace gave
-    # different critical_path rows
-    folder = job(tmp_path / "tied", world=4, steps=3, late={1: 2, 2: 3, 3: 1})
-    # job() starts (and ends) rank 0's steps 5 us after the others': align them
-    rewrite_steps(folder / "rank-0.json.gz", lambda step: (step["ts"] - 5, step["name"]))
-    con = analysed_db(tmp_path / "tied.duckdb", {"tied": [folder]})
+    # eight ranks whose every step ends at the same instant: the path starts on the lowest of
+    # them; and in step 3, where no rank is late, all arrive at the all-reduce at one instant:
+    # the lowest is its last_rank. Before, the rank was any of the tied ones, and one of 5
+    # analyses of one trace gave different critical_path rows
+    folder = job(tmp_path / "tied", world=8, steps=4, late={1: 2, 2: 3, 4: 6})
+    # job() starts (and ends) rank 0's steps 5 us after the others': align them; and one host,
+    # so one clock (the ends' jitter would give each rank an offset of a few us)
+    for rank in range(8):
+        rewrite_steps(folder / f"rank-{rank}.json.gz",
+                      lambda step: (step["ts"] - (5 if rank == 0 else 0), step["name"]), host_name="node")
+    # (the highest rank ingested first: a pick by storage order would take it)
+    con = analysed_db(tmp_path / "tied.duckdb", {"tied": sorted(folder.iterdir(), reverse=True)})
     try:
         results = []
         for _ in range(5):
             analyze(con, show_progress=False)
-            ends = con.execute("SELECT count(DISTINCT e2e_end_us) FROM analysis_windows GROUP BY step").fetchall()
-            assert ends == [(1,)] * 3  # the ties are real
+            ends = con.execute("SELECT count(DISTINCT w.e2e_end_us - coalesce(t.clock_offset_us, 0)) "
+                               "FROM analysis_windows w JOIN traces t USING (run_id, rank) GROUP BY step").fetchall()
+            assert ends == [(1,)] * 4  # the ties are real, in aligned time
             results.append(rows(con, "SELECT rank, step, seq, node_rank, node_id, counted_start_us, counted_end_us, "
                                      "counted_us FROM critical_path WHERE method = 'cross_rank' ORDER BY step, seq"))
             first = rows(con, "SELECT step, rank FROM cross_rank_segments WHERE hop = 1 ORDER BY step")
-            assert [(r["step"], r["rank"]) for r in first] == [(1, 0), (2, 0), (3, 0)]
+            assert [(r["step"], r["rank"]) for r in first] == [(step, 0) for step in (1, 2, 3, 4)]
+            last = rows(con, "SELECT step, list(DISTINCT last_rank) AS last, max(skew_us) AS skew "
+                             "FROM collective_instances GROUP BY step ORDER BY step")
+            assert [(r["step"], r["last"]) for r in last] == [(1, [2]), (2, [3]), (3, [0]), (4, [6])]
+            assert last[2]["skew"] == 0
     finally:
         con.close()
     assert all(r == results[0] for r in results)
