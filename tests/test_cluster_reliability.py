@@ -23,6 +23,7 @@ import ctda_sql.whatif.cluster as cluster
 import ctda_sql.whatif.cluster_sim as cluster_sim
 from ctda_sql.api import Warehouse
 from ctda_sql.core.errors import CtdaError
+from ctda_sql.whatif.changes import Scale, Scenario
 from ctda_sql.whatif.cluster import (check_cluster, cluster_scenario, load_cluster, processor_sharing,
                                       simgrid_available, simulate_rounds, whatif_cluster, whatif_clusters)
 
@@ -107,6 +108,21 @@ def test_cluster_with_no_coupling_is_refused_in_one_line(analysed, cluster_file,
     assert "leave out --no-coupling" in err
     with Warehouse(analysed) as warehouse, pytest.raises(CtdaError, match="leave out --no-coupling"):
         warehouse.whatif(run=RUN, cluster=shared_link(), coupled=False)
+    assert stored(analysed) == (0, 0)
+
+
+def test_a_projection_that_does_not_settle_does_not_send_users_to_no_coupling(analysed, monkeypatch):
+    """Only a cluster's gloo chains share links (the passes that may not settle), and
+    --cluster refuses --no-coupling: the error must not point there."""
+    needs_simgrid()
+    import ctda_sql.whatif.ordered as ordered
+    from ctda_sql.whatif import graph
+
+    monkeypatch.setattr(graph.Coupling, "FAST_ROUNDS", 0)      # the ordered pass at once
+    monkeypatch.setattr(ordered, "MAX_SHARING_PASSES", 0)
+    with Warehouse(analysed) as warehouse, pytest.raises(CtdaError) as error:
+        warehouse.whatif(run=RUN, cluster=shared_link(), name="unsettled")
+    assert "did not settle" in str(error.value) and "--no-coupling" not in str(error.value)
     assert stored(analysed) == (0, 0)
 
 
@@ -478,3 +494,53 @@ def test_every_key_of_the_cluster_file_is_documented_and_no_outside_design_is_po
     for words in ("**Where ranks go.**", "**`device_speed`.**", "host-major"):
         assert words in WHATIF_DOC.lower() or words in WHATIF_DOC
     assert "DESIGN.md" not in WHATIF_DOC
+
+
+# ---- Medium 8: a matched cycle is refused at once, naming the collective ----------------------
+
+@dataclasses.dataclass(frozen=True)
+class CyclicGate(Scenario):
+    """A scenario whose graph holds a matched cycle: the last collective's completion gates
+    the very node that makes one of its arrivals (what an inconsistent matching makes, e.g.
+    two ranks' calls paired within the matching tolerance in the wrong order)."""
+
+    def apply(self, con) -> None:
+        con.execute("INSERT INTO wi_coupled_gates SELECT group_index, window_index, anchor_seq, 10.0, false "
+                    "FROM wi_coupled_arrivals WHERE anchor_seq >= 0 AND NOT pre_floor "
+                    "ORDER BY group_index DESC, window_index LIMIT 1")
+
+
+@pytest.fixture(scope="module")
+def balanced(tmp_path_factory):
+    with Warehouse(tmp_path_factory.mktemp("cycle") / "w.duckdb") as warehouse:
+        warehouse.ingest(DATA / "gloo" / "balanced", run="balanced")
+        warehouse.analyze()
+        yield warehouse
+
+
+def test_a_matched_cycle_is_refused_at_once_naming_the_collective(balanced, monkeypatch):
+    from ctda_sql.whatif import graph
+    from ctda_sql.whatif.replay import whatif
+
+    passes = []
+    real_pass = graph.Graph.forward_pass
+    monkeypatch.setattr(graph.Graph, "forward_pass", lambda self, *a, **k: passes.append(1) or real_pass(self, *a, **k))
+    start = time.monotonic()
+    with pytest.raises(CtdaError) as error:
+        whatif(balanced.con, run="balanced", scenario=CyclicGate(scales=(Scale("aten::add_", 0.5),)), persist=False)
+    assert time.monotonic() - start < 30
+    message = str(error.value)
+    assert "form a cycle" in message and "run 'balanced', process group 0, seq" in message
+    assert "rank 0 step" in message and "rank 1 step" in message
+    # the unchanged replay's passes and the change's first rounds, not 10,000 rounds
+    assert len(passes) <= 2 * (graph.Coupling.FAST_ROUNDS + 2)
+
+
+def test_find_cycle_finds_a_growing_cycle_and_its_delay():
+    from ctda_sql.whatif.ordered import find_cycle
+
+    # 0 -> 1 -> 2 -> 3 -> 1 (a cycle of +6), 3 -> 4 after it, 5 alone
+    src, dst = np.array([0, 1, 2, 3, 3]), np.array([1, 2, 3, 1, 4])
+    cycle, weight = find_cycle(6, src, dst, np.array([9.0, 1.0, 2.0, 3.0, 7.0]))
+    assert sorted(cycle) == [1, 2, 3] and weight == 6.0
+    assert find_cycle(5, np.array([0, 1, 2]), np.array([1, 2, 3]), np.ones(3)) is None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctda_sql.core.errors import CtdaError
-from ctda_sql.whatif.ordered import OrderedReplay
+from ctda_sql.whatif.ordered import OrderedReplay, describe_group
 
 # replayed instants closer than this are the same (the coupled solve settles to 1e-6 µs)
 TIME_ATOL_US = 1e-5
@@ -264,7 +264,9 @@ class Coupling:
         if len(arrivals["group_index"]) == 0:
             return None
         gates = con.execute("SELECT * FROM wi_coupled_gates ORDER BY ALL").fetchnumpy()
-        return cls(graph, chain, arrivals, gates)
+        coupling = cls(graph, chain, arrivals, gates)
+        coupling.describe = lambda group: describe_group(con, group)  # names a cycle's collective (ordered.py)
+        return coupling
 
     def floors(self, completion: np.ndarray, origin: np.ndarray) -> np.ndarray:
         floor = np.full(self.graph.count, -np.inf)

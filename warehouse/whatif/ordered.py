@@ -59,6 +59,12 @@ SMALL_LEVEL = 16
 
 def levels(vertices: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
     """Each vertex's level (longest chain of edges into it), or None if the edges hold a cycle."""
+    level = _kahn(vertices, src, dst)
+    return level if (level >= 0).all() else None
+
+
+def _kahn(vertices: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Each vertex's level; -1 for a vertex on a cycle or after one."""
     order = np.argsort(src, kind="stable")
     targets = dst[order]
     bounds = np.searchsorted(src[order], np.arange(vertices + 1))
@@ -72,7 +78,7 @@ def levels(vertices: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None
         else:
             frontier = _next(frontier, bounds, targets, waiting)
         depth += 1
-    return level if (level >= 0).all() else None
+    return level
 
 
 def _runs(first: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -220,6 +226,7 @@ class OrderedReplay:
         None where the dependencies form a cycle."""
         level = levels(self.vertices, self.src, self.dst)
         if level is None:
+            self._refuse_a_growing_cycle()
             return None
         vertex_order = np.argsort(level, kind="stable")
         vertex_bounds = np.searchsorted(level[vertex_order], np.arange(level.max(initial=-1) + 2))
@@ -233,7 +240,29 @@ class OrderedReplay:
             if np.allclose(shared_post, post, rtol=0, atol=SETTLED_US):
                 return self._relative(value)
             post = shared_post
-        raise CtdaError("the multi-rank replay did not settle; run with --no-coupling")
+        # only a cluster's gloo chains share links, and --cluster needs the coupling: no hint to drop it
+        raise CtdaError(f"the projection did not settle: the gloo collectives' shares of the links still "
+                        f"moved after {MAX_SHARING_PASSES:,} passes")
+
+    def _refuse_a_growing_cycle(self) -> None:
+        """A cycle whose delays add up to more than 0 (a matched collective that waits, through
+        gates and the nodes of its ranks, for its own completion) moves every round by that
+        much and never settles: refuse it now, naming the collective that closes it, instead
+        of after MAX_ROUNDS rounds (minutes on a long run). A cycle of no delay is left to
+        the rounds, which settle it."""
+        cycle = find_cycle(self.vertices, self.src, self.dst, self.delay)
+        if cycle is None:
+            return
+        vertices, weight = cycle
+        groups = [int(v) - self.group_at for v in vertices if self.group_at <= v < self.before_at]
+        if weight <= SETTLED_US or not groups:
+            return
+        describe = getattr(self.coupling, "describe", None)
+        name = describe(groups[0]) if describe is not None else f"collective group {groups[0]}"
+        raise CtdaError(f"the matched collectives form a cycle that the replay cannot order: {name} waits "
+                        f"for its own completion (+{weight:,.1f} µs a turn, through {len(groups)} "
+                        f"collective(s)); their matching in collective_instances is not causal "
+                        f"(`--no-coupling` replays each rank alone)")
 
     def _pass(self, vertex_order, vertex_bounds, src, dst, delay, edge_bounds, post) -> np.ndarray:
         best = self.base.copy()
@@ -264,3 +293,57 @@ class OrderedReplay:
         origin = value[self.origin_at:self.group_at]
         start = value[:self.graph.count] - origin[self.graph.window_of_row]
         return start, origin + self.shift
+
+
+def find_cycle(vertices: int, src: np.ndarray, dst: np.ndarray,
+               delay: np.ndarray) -> tuple[list[int], float] | None:
+    """One cycle of the edges, (its vertices in order, the sum of its delays), or None. Kahn's
+    order stops at the cycles; of the vertices it leaves, those with no edge out to the others
+    are dropped until none is (what stays is on a cycle or between two), and a walk along the
+    longest edge out of each reaches a vertex twice: the cycle is the walk from it."""
+    stuck = _kahn(vertices, src, dst) < 0
+    if not stuck.any():
+        return None
+    keep = stuck[src] & stuck[dst]
+    src, dst, delay = src[keep], dst[keep], delay[keep]
+    out = np.bincount(src, minlength=vertices)
+    by_dst = np.argsort(dst, kind="stable")
+    sources, bounds = src[by_dst], np.searchsorted(dst[by_dst], np.arange(vertices + 1))
+    alive = stuck.copy()
+    frontier = np.flatnonzero(alive & (out == 0))
+    while frontier.size:
+        alive[frontier] = False
+        index = _runs(bounds[frontier], bounds[frontier + 1] - bounds[frontier])
+        reached, times = np.unique(sources[index], return_counts=True)
+        out[reached] -= times
+        frontier = reached[alive[reached] & (out[reached] == 0)]
+    keep = alive[src] & alive[dst]
+    src, dst, delay = src[keep], dst[keep], delay[keep]
+    if not src.size:
+        return None
+    order = np.lexsort((-delay, src))                   # each vertex's longest edge out first
+    first = order[np.unique(src[order], return_index=True)[1]]
+    step = dict(zip(src[first].tolist(), zip(dst[first].tolist(), delay[first].tolist())))
+    seen: dict[int, int] = {}
+    walk: list[int] = []
+    vertex = int(src[first[0]])
+    while vertex not in seen:
+        seen[vertex] = len(walk)
+        walk.append(vertex)
+        vertex = step[vertex][0]
+    cycle = walk[seen[vertex]:]
+    return cycle, float(sum(step[v][1] for v in cycle))
+
+
+def describe_group(con, group: int) -> str:
+    """A coupled collective as collective_instances names it: its run, process group and
+    sequence number, and the ranks' steps its calls are in."""
+    rows = con.execute(
+        "SELECT r.name, g.pg, g.seq, w.rank, w.step FROM wi_coupled_groups AS g JOIN runs AS r USING (run_id) "
+        "JOIN wi_coupled_arrivals AS a USING (group_index) JOIN wi_windows AS w USING (window_index) "
+        "WHERE g.group_index = $group ORDER BY w.rank, w.step", {"group": group}).fetchall()
+    if not rows:
+        return f"collective group {group}"
+    run, pg, seq = rows[0][:3]
+    calls = ", ".join(dict.fromkeys(f"rank {rank} step {step}" for *_, rank, step in rows))
+    return f"the collective of run {run!r}, process group {pg}, seq {seq} ({calls})"
