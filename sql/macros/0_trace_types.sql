@@ -38,10 +38,12 @@ CREATE OR REPLACE TEMP MACRO normalize_stream(stream_text) AS
 CREATE OR REPLACE TEMP MACRO is_legacy_operator(name) AS
     contains(name, '::') OR regexp_matches(name, 'Backward[0-9]*$');
 
--- CPU operators: cpu_op, and the operators among 1.8-1.9's Operator rows.
+-- CPU operators: cpu_op, and the operators among 1.8-1.9's Operator rows. A CASE, so that
+-- the name is looked at on Operator rows only: as an OR, DuckDB ran the regex on every row
+-- (a thread's op count over 700k events: 0.02 s with cat = 'cpu_op', 0.19 s, 0.04 s as a CASE).
 CREATE OR REPLACE TEMP MACRO is_cpu_op_event(cat, name) AS
-    cat = 'cpu_op' OR (cat = 'Operator' AND is_legacy_operator(name));
+    CASE WHEN cat = 'Operator' THEN is_legacy_operator(name) ELSE cat = 'cpu_op' END;
 
 -- Annotations (record_function ranges): user_annotation, and the other Operator rows.
 CREATE OR REPLACE TEMP MACRO is_annotation_event(cat, name) AS
-    cat = 'user_annotation' OR (cat = 'Operator' AND NOT is_legacy_operator(name));
+    CASE WHEN cat = 'Operator' THEN NOT is_legacy_operator(name) ELSE cat = 'user_annotation' END;
