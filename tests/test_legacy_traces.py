@@ -139,7 +139,8 @@ def critical_path(con, method: str = "ctda") -> list[tuple]:
 
 
 def path_ops(con, method: str = "ctda") -> dict[str, float]:
-    """Counted self time of each CPU op and annotation on the path, by name."""
+    """Counted self time of each CPU op on the path, by name (an Operator row read as an
+    annotation would show here too, had it reached the path)."""
     rows = con.execute(
         "SELECT name, sum(self_us) FROM path_events WHERE method = ? AND cat IN ('cpu_op', 'Operator') "
         "GROUP BY name", [method]).fetchall()
@@ -162,7 +163,7 @@ def written_both_ways(scenario, tmp_path):
     return cons
 
 
-def test_the_builder_writes_the_1_8_format(tmp_path):
+def test_the_builder_writes_the_1_8_format():
     # what libkineto's output_json.cpp of PyTorch 1.8-1.9 wrote: the plugin's samples have it
     events = single_thread_step(legacy=True).to_dict()["traceEvents"]
     timed = [e for e in events if e["ph"] == "X"]
