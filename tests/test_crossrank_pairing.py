@@ -24,6 +24,7 @@ from ctda_sql.core.connection import connect
 from ctda_sql.engine.analyze import analyze
 from ctda_sql.ingest.load import ingest
 from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.whatif.replay import whatif
 
 MESSAGES = 3
 STEPS = 4
@@ -164,6 +165,18 @@ def test_a_late_start_leaves_the_cross_rank_reports_with_true_pairs_only(pairing
         (step, 0, SKEW_US) for step in range(2, STEPS + 1)}
     listed = report(pairing_db, "unmatched_collectives", run="late_start")
     assert [(r["rank"], r["step"], r["reason"]) for r in listed] == [(0, 1, "no partner on rank 1 in step 1")] * 3
+
+
+def test_the_coupled_whatif_couples_only_the_true_pairs(pairing_db):
+    # the replay couples matched send/recv pairs: before, rank 1's step-2 recvs waited there
+    # for rank 0's step-1 sends
+    whatif(pairing_db, run="late_start", persist=False)
+    groups = rows(pairing_db, """
+        SELECT g.pg, g.seq, count(DISTINCT i.step) AS steps, list(i.step) AS step
+        FROM wi_coupled_groups g JOIN collective_instances i USING (run_id, pg, seq)
+        JOIN runs r USING (run_id) WHERE r.name = 'late_start' GROUP BY ALL""")
+    assert len(groups) == (STEPS - 1) * MESSAGES
+    assert all(g["steps"] == 1 for g in groups), groups
 
 
 def test_a_lost_recv_leaves_its_send_unmatched_and_no_other_pair_shifts(pairing_db):
