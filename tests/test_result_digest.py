@@ -204,8 +204,15 @@ OLD_EDGES = (DATA / "old_cp_edges.sql").read_text(encoding="utf-8")
 def assert_same_edges(con) -> int:
     """Run the old cp_edges statement (sync candidates by a range join on the step) beside
     analyze's and compare the rows; returns the sync edges."""
+    # gloo executions' nodes and edges (issue 42) came after the old statement: it runs without
+    # those nodes, and the edges are compared without theirs
+    con.execute("CREATE OR REPLACE TEMP TABLE comm_nodes_aside AS SELECT * FROM cp_nodes WHERE comm_event_id IS NOT NULL")
+    con.execute("DELETE FROM cp_nodes WHERE comm_event_id IS NOT NULL")
     con.execute(OLD_EDGES, {"sync_tolerance_us": AnalysisSettings().sync_tolerance_us})
-    assert differences(con, "cp_edges", "old_cp_edges") == []
+    con.execute("INSERT INTO cp_nodes SELECT * FROM comm_nodes_aside")
+    assert differences(con, "(SELECT * FROM cp_edges AS e WHERE NOT EXISTS (SELECT 1 FROM comm_nodes_aside AS n "
+                            "WHERE n.run_id = e.run_id AND n.rank = e.rank AND n.step = e.step "
+                            "AND n.node_id IN (e.src, e.dst)))", "old_cp_edges") == []
     return con.execute("SELECT count(*) FROM cp_edges WHERE type = 'sync'").fetchone()[0]
 
 

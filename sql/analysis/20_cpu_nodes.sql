@@ -83,21 +83,61 @@ SELECT t.run_id, t.rank, t.event_id, c.phase
 FROM cp_tops AS t
 JOIN classified AS c USING (name, annotations, role);
 
--- Node boundaries on the logical thread (events of all its OS threads in time order).
+-- Waits on gloo executions (cp_comm_ops) with nothing recorded: DDP's reducer waiting for its
+-- buckets, Work.wait. The logical thread sits idle and resumes when the execution has ended.
+-- On a busy CPU the two threads' records drift apart (the worker may close its annotation
+-- after the main thread resumed, the main thread may wake late), so the execution waited for
+-- is the one whose end lies nearest the resume, among those running in the idle stretch
+-- (started before the resume, ended after the thread went idle), within 15 % of the stretch
+-- ($comm_resume_ratio); a resume after the end gets at least $comm_resume_us. docs/method.md
+-- has the measured lags. The nearest ends before and after the resume come from two ASOF joins.
+CREATE OR REPLACE TEMP TABLE cp_comm_waits AS
+WITH resumes AS (
+    SELECT run_id, rank, event_id, ts_us, idle_from_us, $comm_resume_ratio * (ts_us - idle_from_us) AS share_us
+    FROM (
+        SELECT run_id, rank, event_id, ts_us,
+               max(end_us) OVER (PARTITION BY run_id, rank ORDER BY ts_us, event_id
+                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS idle_from_us
+        FROM cp_tops
+    )
+    WHERE ts_us > idle_from_us
+),
+comm_ends AS (
+    SELECT run_id, rank, event_id AS comm_event_id, ts_us AS comm_start_us, end_us AS comm_end_us FROM cp_comm_ops
+),
+candidates AS (
+    SELECT r.*, g.comm_event_id, g.comm_start_us, g.comm_end_us,
+           r.ts_us - g.comm_end_us <= greatest($comm_resume_us, r.share_us) AS near
+    FROM resumes AS r
+    ASOF JOIN comm_ends AS g ON g.run_id = r.run_id AND g.rank = r.rank AND g.comm_end_us <= r.ts_us
+    UNION ALL
+    SELECT r.*, g.comm_event_id, g.comm_start_us, g.comm_end_us, g.comm_end_us - r.ts_us <= r.share_us
+    FROM resumes AS r
+    ASOF JOIN comm_ends AS g ON g.run_id = r.run_id AND g.rank = r.rank AND g.comm_end_us > r.ts_us
+)
+SELECT run_id, rank, event_id, comm_event_id, comm_end_us
+FROM candidates
+WHERE near AND comm_start_us < ts_us AND comm_end_us > idle_from_us
+QUALIFY row_number() OVER (PARTITION BY run_id, rank, event_id ORDER BY abs(ts_us - comm_end_us), comm_event_id) = 1;
+
+-- Node boundaries on the logical thread (events of all its OS threads in time order): a change
+-- of thread or phase, after a blocking sync, before a resume from a gloo wait, a change of the
+-- stream launched onto.
 CREATE OR REPLACE TEMP TABLE cp_top_nodes AS
 WITH ordered AS (
     SELECT t.*, coalesce(p.phase, 'Other') AS phase,
            row_number() OVER w AS logical_seq,
            lag(t.tid) OVER w AS prev_tid,
            lag(coalesce(p.phase, 'Other')) OVER w AS prev_phase,
-           coalesce(lag(t.has_sync) OVER w, false) AS after_sync
+           coalesce(lag(t.has_sync) OVER w, false) OR cw.event_id IS NOT NULL AS after_wait
     FROM cp_tops AS t
     LEFT JOIN cp_top_phases AS p USING (run_id, rank, event_id)
+    LEFT JOIN cp_comm_waits AS cw USING (run_id, rank, event_id)
     WINDOW w AS (PARTITION BY t.run_id, t.rank, t.step ORDER BY t.ts_us, t.event_id)
 ),
 segmented AS (
     SELECT *,
-        sum(CASE WHEN prev_tid IS DISTINCT FROM tid OR prev_phase IS DISTINCT FROM phase OR after_sync
+        sum(CASE WHEN prev_tid IS DISTINCT FROM tid OR prev_phase IS DISTINCT FROM phase OR after_wait
                  THEN 1 ELSE 0 END) OVER (PARTITION BY run_id, rank, step ORDER BY logical_seq) AS segment
     FROM ordered
 ),
@@ -111,7 +151,7 @@ stream_switches AS (
 )
 SELECT *,
     sum(CASE WHEN logical_seq = 1 OR prev_tid IS DISTINCT FROM tid OR prev_phase IS DISTINCT FROM phase
-                  OR after_sync OR launch_stream <> carried_stream
+                  OR after_wait OR launch_stream <> carried_stream
              THEN 1 ELSE 0 END) OVER (PARTITION BY run_id, rank, step ORDER BY logical_seq) AS cpu_node
 FROM stream_switches;
 

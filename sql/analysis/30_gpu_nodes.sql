@@ -150,25 +150,40 @@ JOIN cp_gpu_in_window AS g
         OR (g.launch_start_us IS NULL AND g.ts_us < w.start_us)
         OR (g.correlation IS NOT NULL AND NOT g.has_traced_launch AND w.start_us = f.first_start_us));
 
--- All nodes of every window, numbered in time order.
+-- gloo executions (cp_comm_ops) with the window that holds their start: each is a CPU node of
+-- its worker thread, communication whatever the phase rules say (it is a collective's run).
+CREATE OR REPLACE TEMP TABLE cp_comm_in_window AS
+SELECT o.*, w.step
+FROM cp_comm_ops AS o
+ASOF JOIN cp_windows AS w
+    ON o.run_id = w.run_id AND o.rank = w.rank AND o.ts_us >= w.start_us
+WHERE o.ts_us < w.end_us;
+
+-- All nodes of every window, numbered in time order. comm_event_id: the gloo execution a
+-- communication node holds (NULL for every other node).
 CREATE OR REPLACE TEMP TABLE cp_nodes AS
 WITH all_nodes AS (
     SELECT run_id, rank, step, 'cpu' AS kind, phase, stream, tid, pid, start_us, end_us,
            false AS carry_in, label, ends_with_sync, sync_start_us, sync_end_us,
-           cpu_node, NULL::BIGINT AS split_no
+           cpu_node, NULL::BIGINT AS split_no, NULL::BIGINT AS comm_event_id
     FROM cp_cpu_nodes
     UNION ALL
     SELECT run_id, rank, step, 'gpu', any_value(phase), stream, any_value(launch_tid), NULL,
-           min(ts_us), max(end_us), false, arg_min(name, ts_us), false, NULL, NULL, cpu_node, split_no
+           min(ts_us), max(end_us), false, arg_min(name, ts_us), false, NULL, NULL, cpu_node, split_no, NULL
     FROM cp_gpu_split
     GROUP BY run_id, rank, step, cpu_node, stream, split_no
     UNION ALL
     SELECT run_id, rank, step, 'gpu', coalesce(arg_min(phase, ts_us), 'Other'), stream, NULL, NULL,
-           min(ts_us), max(end_us), true, arg_min(name, ts_us), false, NULL, NULL, NULL, NULL
+           min(ts_us), max(end_us), true, arg_min(name, ts_us), false, NULL, NULL, NULL, NULL, NULL
     FROM cp_carry_ops
     GROUP BY run_id, rank, step, stream
+    UNION ALL
+    SELECT run_id, rank, step, 'cpu', 'Communication', NULL, tid, pid, ts_us, end_us, false, name, false,
+           NULL, NULL, NULL, NULL, event_id
+    FROM cp_comm_in_window
 )
 SELECT row_number() OVER (
-           PARTITION BY run_id, rank, step ORDER BY start_us, kind, cpu_node, stream, split_no) AS node_id,
+           PARTITION BY run_id, rank, step ORDER BY start_us, kind, cpu_node, stream, split_no, comm_event_id)
+           AS node_id,
        *
 FROM all_nodes;

@@ -38,7 +38,7 @@ CREATE OR REPLACE TEMP TABLE cp_edges AS
 WITH cpu_chain AS (
     SELECT run_id, rank, step, node_id AS dst, tid,
            lag(node_id) OVER w AS src, lag(tid) OVER w AS src_tid, lag(end_us) OVER w AS src_end_us
-    FROM cp_nodes WHERE kind = 'cpu'
+    FROM cp_nodes WHERE kind = 'cpu' AND comm_event_id IS NULL
     WINDOW w AS (PARTITION BY run_id, rank, step ORDER BY start_us, node_id)
 ),
 stream_chain AS (
@@ -121,6 +121,45 @@ sync_candidates AS (
             WHERE m.run_id = g.run_id AND m.rank = g.rank AND m.step = g.step AND m.node_id = g.node_id
               AND m.event_id = sw.copy_event_id))
 ),
+-- gloo executions (communication nodes of a worker thread). A worker runs one at a time.
+comm_chain AS (
+    SELECT run_id, rank, step, node_id AS dst,
+           lag(node_id) OVER w AS src, lag(end_us) OVER w AS src_end_us
+    FROM cp_nodes WHERE comm_event_id IS NOT NULL
+    WINDOW w AS (PARTITION BY run_id, rank, step, pid, tid ORDER BY start_us, node_id)
+),
+comm_nodes AS (
+    SELECT * FROM cp_nodes WHERE comm_event_id IS NOT NULL
+),
+-- The main thread hands the work over in a collective call (c10d::*, record_param_comms, at
+-- any depth of a top-level event): the latest call of the rank that began by the execution's
+-- start, by an ASOF join, is the call edge's source (its node), effective at the call's return.
+collective_calls AS (
+    SELECT o.run_id, o.rank, o.ts_us, o.end_us, n.step, n.node_id
+    FROM cp_ops AS o
+    JOIN cp_top_nodes AS t ON t.run_id = o.run_id AND t.rank = o.rank AND t.event_id = o.top_event_id
+    JOIN cp_nodes AS n
+        ON n.run_id = t.run_id AND n.rank = t.rank AND n.step = t.step AND n.kind = 'cpu' AND n.cpu_node = t.cpu_node
+    WHERE NOT o.is_python AND (starts_with(o.name, 'c10d::') OR o.name = 'record_param_comms')
+),
+comm_calls AS (
+    SELECT g.run_id, g.rank, g.step, c.node_id AS src, g.node_id AS dst, c.end_us AS call_end_us
+    FROM comm_nodes AS g
+    ASOF JOIN collective_calls AS c
+        ON c.run_id = g.run_id AND c.rank = g.rank AND c.ts_us <= g.start_us
+    WHERE c.step = g.step
+),
+-- ... and waits for it with nothing recorded (cp_comm_waits, stage 2): the node the thread
+-- resumed with depends on the execution.
+comm_waits AS (
+    SELECT d.run_id, d.rank, d.step, g.node_id AS src, d.node_id AS dst, w.comm_end_us AS src_end_us
+    FROM cp_comm_waits AS w
+    JOIN cp_top_nodes AS t ON t.run_id = w.run_id AND t.rank = w.rank AND t.event_id = w.event_id
+    JOIN cp_nodes AS d
+        ON d.run_id = t.run_id AND d.rank = t.rank AND d.step = t.step AND d.kind = 'cpu' AND d.cpu_node = t.cpu_node
+    JOIN comm_nodes AS g
+        ON g.run_id = w.run_id AND g.rank = w.rank AND g.step = d.step AND g.comm_event_id = w.comm_event_id
+),
 typed AS (
     SELECT run_id, rank, step, src, dst,
            CASE WHEN src_tid = tid THEN 'sequential' ELSE 'cross_thread' END AS type,
@@ -134,6 +173,13 @@ typed AS (
     SELECT run_id, rank, step, src, dst, 'sync', inferred, src_end_us FROM stream_waits
     UNION ALL
     SELECT run_id, rank, step, src, dst, 'sync', inferred, src_end_us FROM sync_candidates WHERE latest = 1
+    UNION ALL
+    SELECT run_id, rank, step, src, dst, 'sequential', false, src_end_us FROM comm_chain WHERE src IS NOT NULL
+    UNION ALL
+    -- per_thread keeps these: the hand-over and the wait are the collective's, not a thread switch
+    SELECT run_id, rank, step, src, dst, 'call', false, call_end_us FROM comm_calls
+    UNION ALL
+    SELECT run_id, rank, step, src, dst, 'sync', true, src_end_us FROM comm_waits
 )
 -- every edge must point forward in time (start, then id): the graph stays acyclic
 SELECT DISTINCT e.*

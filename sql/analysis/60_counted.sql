@@ -45,10 +45,10 @@ frame_counts AS MATERIALIZED (
         WHERE is_python
         UNION ALL
         SELECT run_id, rank, pid, tid, start_us, 0, 0, NULL, NULL, NULL, end_us, step, node_id
-        FROM expanded WHERE kind = 'cpu'
+        FROM expanded WHERE kind = 'cpu' AND comm_event_id IS NULL
         UNION ALL
         SELECT run_id, rank, pid, tid, end_us, 2, 0, NULL, NULL, NULL, end_us, step, node_id
-        FROM expanded WHERE kind = 'cpu'
+        FROM expanded WHERE kind = 'cpu' AND comm_event_id IS NULL
     )
 ),
 node_frame_positions AS (
@@ -83,6 +83,11 @@ SELECT n.run_id, n.rank, n.step, n.node_id, o.event_id, o.name, o.cat, o.ts_us, 
 FROM node_frame_positions AS n
 JOIN frame_counts AS o USING (run_id, rank, pid, tid, position)
 WHERE o.is_frame = 1 AND o.end_us <= n.node_end_us
+UNION ALL
+-- communication nodes: their gloo execution
+SELECT n.run_id, n.rank, n.step, n.node_id, o.event_id, o.name, o.cat, o.ts_us, o.end_us
+FROM expanded AS n
+JOIN cp_comm_ops AS o ON o.run_id = n.run_id AND o.rank = n.rank AND o.event_id = n.comm_event_id
 UNION ALL
 -- GPU nodes: their device ops
 SELECT g.run_id, g.rank, g.step, g.node_id, g.event_id, g.name, g.cat, g.ts_us, g.end_us

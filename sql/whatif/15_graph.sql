@@ -11,7 +11,9 @@ SELECT w.window_index, n.run_id, n.rank, n.step, n.node_id, n.kind, n.label, n.c
        row_number() OVER (PARTITION BY w.window_index ORDER BY n.start_us, n.node_id) - 1 AS seq
 FROM nodes AS n
 JOIN wi_windows AS w USING (run_id, rank, step)
-WHERE n.method = 'ctda';
+-- a gloo execution's node (sql/analysis/40_edges.sql) stays out: the coupling (45_coupling.sql)
+-- replays each collective from its arrivals to its completion gates
+WHERE n.method = 'ctda' AND NOT (n.kind = 'cpu' AND n.phase = 'Communication' AND starts_with(n.label, 'gloo:'));
 
 -- The engine's edges plus one per lane queue (a thread or stream runs one node at a time)
 -- and the sync dependencies below; `allowed_us` is when the edge let its destination start in

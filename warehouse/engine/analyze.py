@@ -36,6 +36,11 @@ class AnalysisSettings:
     # a device op queued on an idle stream longer than this, with no wait found for it, idled
     # for a cause the trace does not show (ordinary gaps between queued ops: p99 <= 17 us)
     queue_idle_min_us: float = 100.0
+    # a thread idle over a gloo execution's end that resumes within 15 % of its idle time (at
+    # least 1 ms) of that end waited for it: on loaded CPUs the two threads' records drift apart
+    # by milliseconds either way (docs/method.md)
+    comm_resume_us: float = 1000.0
+    comm_resume_ratio: float = 0.15
     # split GPU nodes where the stream went idle waiting for the next launch
     split_starved: bool = True
     starve_gap_us: float = 1.0
@@ -115,7 +120,8 @@ def run_stages(con: duckdb.DuckDBPyConnection, run_id: int | None, methods: list
     params = {
         "run_id": run_id, "window_prefix": window_prefix, "methods": crossrank.per_rank_methods(methods),
         "sync_tolerance_us": settings.sync_tolerance_us, **wait_gap_params(settings),
-        "queue_idle_min_us": settings.queue_idle_min_us,
+        "queue_idle_min_us": settings.queue_idle_min_us, "comm_resume_us": settings.comm_resume_us,
+        "comm_resume_ratio": settings.comm_resume_ratio,
         "split_starved": settings.split_starved, "starve_gap_us": settings.starve_gap_us,
     }
     _execute_stage(con, "seed_phase_rules.sql", {})
