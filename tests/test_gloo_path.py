@@ -201,3 +201,86 @@ def test_the_collectives_carry_the_time_the_link_rate_implies(shaped):
         for method in METHODS:
             shares = [r["comm_us"] / r["window_us"] for r in rows if r["run"] == run and r["method"] == method]
             assert statistics.median(shares) >= 0.5, (run, method)
+
+
+# ---- the analytic network what-if on gloo (issue 42 item 2) --------------------------------------
+
+@pytest.fixture(scope="module")
+def even(tmp_path_factory):
+    """Both ranks arrive at the all-reduce at 322 (the call at 320), gloo transfers for 500 us
+    (322-822), each main thread resumes 20 us after the end (842-892), and the step ends at 900."""
+    root = tmp_path_factory.mktemp("gloo_network")
+    job = root / "even"
+    job.mkdir()
+    for rank in (0, 1):
+        ddp_rank(job, rank, compute_us=300, step_us=900)
+    warehouse = Warehouse(root / "w.duckdb")
+    warehouse.ingest(job, run="even")
+    warehouse.analyze()
+    yield warehouse
+    warehouse.close()
+
+
+@pytest.mark.parametrize("change, step_us", [
+    # twice the bandwidth: the 500 us transfer takes 250, the update follows 20 us after it
+    ({"comm_bandwidth_scale": 2.0}, 900 - 250),
+    ({"comm_bandwidth_scale": 0.5}, 900 + 500),
+    # a ring of 4 puts 2 x 3/4 of the message on each rank's link where 2 put 2 x 1/2: 750 us
+    ({"world_size": 4}, 900 + 250),
+    # 2 (n - 1) = 2 latency steps of 10 us added to the measured transfer
+    ({"comm_latency_us": 10.0}, 900 + 20),
+    # a tree of 2 ranks moves the same bytes in the same 2 steps
+    ({"allreduce": "tree"}, 900),
+])
+def test_a_network_change_moves_the_gloo_transfer_and_the_step(even, change, step_us):
+    rows = even.whatif(run="even", name=str(change), **change).project("rank, predicted_us").fetchall()
+    assert sorted(rows) == [(0, pytest.approx(step_us)), (1, pytest.approx(step_us))]
+
+
+def measured_step_ms(warehouse, run: str) -> float:
+    """Mean over the ranks of each rank's median step (as tests/test_whatif_cluster.py)."""
+    by_rank: dict[int, list[float]] = {}
+    for rank, us in warehouse.con.execute(
+            "SELECT w.rank, w.window_us FROM analysis_windows AS w JOIN runs AS r USING (run_id) WHERE r.name = ?",
+            [run]).fetchall():
+        by_rank.setdefault(rank, []).append(us)
+    return statistics.mean(statistics.median(v) for v in by_rank.values()) / 1000.0
+
+
+def truth(warehouse, ranks: int, rate: int) -> tuple[float, float]:
+    """The recorded step at `rate` over the two repetitions, and their spread (the noise), ms."""
+    steps = [measured_step_ms(warehouse, f"r{ranks}-{rate}m-{k}") for k in (1, 2)]
+    return statistics.mean(steps), max(steps) - min(steps)
+
+
+def predicted_ms(warehouse, run: str, scale: float) -> float:
+    rows = warehouse.whatif(run=run, comm_bandwidth_scale=scale, name=f"{run} x{scale}")
+    by_rank: dict[int, list[float]] = {}
+    for rank, us in rows.project("rank, predicted_us").fetchall():
+        by_rank.setdefault(rank, []).append(us)
+    return statistics.mean(statistics.median(v) for v in by_rank.values()) / 1000.0
+
+
+PAIRS = [(f"r{ranks}-400m-{k}", scale, rate) for ranks in (2, 4) for k in (1, 2)
+         for scale, rate in ((2.0, 800), (0.5, 200))]
+WITHIN_NOISE = {("r2-400m-1", 2.0), ("r2-400m-1", 0.5), ("r4-400m-1", 0.5), ("r4-400m-2", 0.5)}
+
+
+@pytest.mark.parametrize("source, scale, rate", PAIRS)
+def test_the_other_rates_are_predicted_from_400_mbit(shaped, source, scale, rate):
+    """From each 400 Mbit/s recording, twice and half the bandwidth against the recordings at
+    800 and 200 (the mean of their two repetitions). Measured (docs/method.md): within
+    max(10 %, the repetitions' spread) from r2-400m-1 both ways and from both r4 runs at half
+    the bandwidth, the bound the --cluster tests use; from r2-400m-2 (itself 7.5 % slower than
+    the mean of its rate) +27.8 % at twice (noise 77 ms) and +11.6 % at half, from the r4 runs
+    -23.3 % and -24.5 % at twice (4 ranks on 2 cores: at 800 Mbit/s the CPU, not the link,
+    bounds the transfers; --cluster is off by -20.3 and -25.2 % there). Before, every
+    prediction was the source step unchanged (22-76 % off)."""
+    ranks = int(source[1])
+    value, noise = truth(shaped, ranks, rate)
+    before = measured_step_ms(shaped, source)
+    prediction = predicted_ms(shaped, source, scale)
+    assert (prediction - before) * (value - before) > 0        # the step moves the right way
+    assert abs(prediction - value) <= 0.3 * value, (prediction, value, noise)
+    if (source, scale) in WITHIN_NOISE:
+        assert abs(prediction - value) <= max(0.10 * value, noise), (prediction, value, noise)

@@ -134,12 +134,16 @@ def test_the_path_table_has_a_title(straggler_db, run_cli):
 # ---- the same two defects without the real-trace tier ------------------------------------
 
 def test_a_world_of_one_rank_moves_no_bytes_on_the_gloo_run(straggler_db):
-    """Issue 35 #6: the bus factor was 1.0 at n <= 1 where 2(n-1)/n is 0."""
+    """Issue 35 #6: the bus factor was 1.0 at n <= 1 where 2(n-1)/n is 0. Since issue 42 the
+    gloo transfers follow the network flags and take no time here: no rank's steps add up to
+    more (coupled, a rank that reaches a collective sooner may wait there longer in a step)."""
     con = connect(straggler_db)
     try:
         for coupled in (True, False):
             rows = whatif(con, scenario=Scenario(world_size=1), persist=False, coupled=coupled).steps
-            assert len(rows) == 8 and [r for r in rows if r[5] > r[4] + 1e-6] == []
+            assert len(rows) == 8
+            for rank in (0, 1):
+                assert sum(r[5] for r in rows if r[1] == rank) <= sum(r[4] for r in rows if r[1] == rank) + 1e-6
         assert con.execute("SELECT wi_bus_factor('allreduce', 1, 'ring'), "  # made by the replay above
                            "wi_latency_steps('allreduce', 1, 'ring')").fetchone() == (0.0, 0.0)
     finally:

@@ -31,6 +31,22 @@ CREATE OR REPLACE TEMP MACRO wi_latency_steps(collective, n, algorithm) AS
         WHEN collective = 'allreduce' THEN 2.0 * (n - 1)
         ELSE n - 1.0 END) END;
 
+-- A gloo collective's transfer under the scenario's network. gloo runs a process group's
+-- collectives at once on its worker threads, and their flows share the link (docs/whatif.md,
+-- "Collectives of one process group at once"): the measured transfer (from the last arrival to
+-- the end) is the collective's bus bytes at the share of the link it got. A link
+-- $bandwidth_scale times as fast serves every share that much faster, a group of another size
+-- or algorithm puts its bus bytes on it, and --comm-latency-us adds its latency steps (the
+-- measured transfer is taken as all bandwidth: gloo records no latency of its own).
+CREATE OR REPLACE TEMP MACRO wi_gloo_transfer(transfer_us, collective, n, world_size, algorithm, bandwidth_scale,
+                                              latency_us) AS
+    CASE WHEN wi_bus_factor(collective, n, 'ring') > 0
+         THEN transfer_us * wi_bus_factor(collective, coalesce(world_size, n), coalesce(algorithm, 'ring'))
+                  / wi_bus_factor(collective, n, 'ring') / bandwidth_scale
+              + coalesce(latency_us, 0.0)
+                  * wi_latency_steps(collective, coalesce(world_size, n), coalesce(algorithm, 'ring'))
+         ELSE transfer_us END;
+
 -- Communication work on the device (NCCL kernels): metadata on the kernel (2024+ traces), else
 -- from the `nccl:*` annotation around the call that launched it (Input Dims x Input type).
 CREATE OR REPLACE TEMP TABLE wi_comm_kernels AS

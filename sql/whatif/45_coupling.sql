@@ -28,20 +28,32 @@ CREATE OR REPLACE TEMP TABLE wi_coupled_instances AS
 WITH runs AS (
     SELECT run_id FROM wi_windows WHERE $coupled GROUP BY run_id HAVING count(DISTINCT rank) > 1
 )
-SELECT i.run_id, i.rank, i.pg, i.seq, i.executed_on, i.enqueue_us, i.start_us, i.end_us, i.cpu_event_id,
-       i.aligned_start_us,
-       -- a send that returned before its receiver arrived (buffered: matching gives it no wait,
-       -- though it arrived first) ran alone: its whole run is its transfer, and the replay
-       -- holds it for no one (no gate); its arrival still lets the receiver go
-       i.wait_us = 0 AND i.aligned_start_us < max(i.aligned_start_us) OVER g AS returned_early,
-       CASE WHEN returned_early THEN i.end_us - i.start_us
-            ELSE greatest(0.0, i.end_us - coalesce(t.clock_offset_us, 0.0) - max(i.aligned_start_us) OVER g)
-       END AS transfer_us,
-       count(*) OVER g AS group_instances
-FROM collective_instances AS i
-JOIN traces AS t USING (run_id, rank)
-WHERE i.matched AND i.run_id IN (SELECT run_id FROM runs)
-WINDOW g AS (PARTITION BY i.run_id, i.pg, i.seq);
+SELECT run_id, rank, pg, seq, executed_on, enqueue_us, start_us, end_us, cpu_event_id, aligned_start_us,
+       returned_early,
+       -- a gloo worker's transfer follows the scenario's network (20_collectives.sql); a NCCL
+       -- kernel's follows its kernel (30_work_factors.sql, wait_share below)
+       CASE WHEN $network_changed AND executed_on = 'gloo_worker'
+            THEN wi_gloo_transfer(measured_transfer_us, wi_collective(name), group_size, $world_size, $algorithm,
+                                  $bandwidth_scale, $latency_us)
+            ELSE measured_transfer_us END AS transfer_us,
+       group_instances
+FROM (
+    SELECT i.run_id, i.rank, i.pg, i.seq, i.executed_on, i.enqueue_us, i.start_us, i.end_us, i.cpu_event_id,
+           i.aligned_start_us,
+           -- a send that returned before its receiver arrived (buffered: matching gives it no wait,
+           -- though it arrived first) ran alone: its whole run is its transfer, and the replay
+           -- holds it for no one (no gate); its arrival still lets the receiver go
+           i.wait_us = 0 AND i.aligned_start_us < max(i.aligned_start_us) OVER g AS returned_early,
+           CASE WHEN returned_early THEN i.end_us - i.start_us
+                ELSE greatest(0.0, i.end_us - coalesce(t.clock_offset_us, 0.0) - max(i.aligned_start_us) OVER g)
+           END AS measured_transfer_us,
+           count(*) OVER g AS group_instances,
+           i.name, len(i.group_ranks) AS group_size
+    FROM collective_instances AS i
+    JOIN traces AS t USING (run_id, rank)
+    WHERE i.matched AND i.run_id IN (SELECT run_id FROM runs)
+    WINDOW g AS (PARTITION BY i.run_id, i.pg, i.seq)
+);
 
 -- gloo and synchronous collectives with the window that holds their call and the call's
 -- thread (its lane). The window goes by positions from one ordered pass (a join on the rank
@@ -260,3 +272,51 @@ FROM held
 UNION ALL
 SELECT group_index, window_index, anchor_seq, 0.0, false
 FROM wi_coupled_arrivals WHERE pre_floor AND NOT returned_early;
+
+-- Gates of the waits the engine drew for gloo executions (sql/analysis/20_cpu_nodes.sql,
+-- cp_comm_waits: a thread idle over the execution's end that resumed near it, within 15 % of
+-- its idle time) where the rule above found none: on a loaded CPU the records put the resume
+-- more than $resume_us after the end, or before it (docs/method.md). The node that resumed
+-- is the collective's gate on its rank, with its measured resume lag (net of the time the
+-- scenario removes on its thread meanwhile), so the unchanged replay keeps its start.
+CREATE OR REPLACE TEMP TABLE wi_comm_wait_gates AS
+WITH waits AS (
+    SELECT g.group_index, n.window_index, n.seq AS gate_seq, n.run_id, n.rank, n.lane, n.start_us,
+           c.transfer_us, c.end_us
+    FROM edges AS x
+    JOIN nodes AS s
+        ON s.run_id = x.run_id AND s.rank = x.rank AND s.step = x.step AND s.method = x.method
+       AND s.node_id = x.src AND s.kind = 'cpu' AND s.phase = 'Communication' AND starts_with(s.label, 'gloo:')
+    JOIN wi_coupled_instances AS c
+        ON c.run_id = x.run_id AND c.rank = x.rank AND c.executed_on = 'gloo_worker' AND NOT c.returned_early
+       AND c.start_us = s.start_us AND c.end_us = s.end_us
+    JOIN wi_coupled_groups AS g ON g.run_id = c.run_id AND g.pg = c.pg AND g.seq = c.seq
+    JOIN wi_nodes AS n ON n.run_id = x.run_id AND n.rank = x.rank AND n.step = x.step AND n.node_id = x.dst
+    WHERE x.method = 'ctda' AND x.type = 'sync'
+      AND (g.group_index, n.window_index, n.seq) NOT IN (SELECT group_index, window_index, gate_seq FROM wi_coupled_gates)
+),
+at_start AS (
+    SELECT w.*, wi_removed_at(s, w.start_us) AS removed_at_start_us
+    FROM waits AS w
+    ASOF LEFT JOIN wi_shrink AS s
+        ON s.run_id = w.run_id AND s.rank = w.rank AND s.lane = w.lane AND s.from_us <= w.start_us
+),
+lagged AS (
+    SELECT w.*, w.start_us - w.end_us - (w.removed_at_start_us - wi_removed_at(s, w.end_us)) AS resume_us
+    FROM at_start AS w
+    ASOF LEFT JOIN wi_shrink AS s
+        ON s.run_id = w.run_id AND s.rank = w.rank AND s.lane = w.lane AND s.from_us <= w.end_us
+),
+latest AS (
+    SELECT window_index, dst_seq, max(allowed_us) AS allowed_us FROM wi_edge_times GROUP BY ALL
+),
+held AS (
+    SELECT w.*, w.end_us >= coalesce(l.allowed_us, '-infinity'::DOUBLE) AS binding
+    FROM lagged AS w
+    LEFT JOIN latest AS l ON l.window_index = w.window_index AND l.dst_seq = w.gate_seq
+)
+SELECT group_index, window_index, gate_seq,
+       transfer_us + CASE WHEN binding THEN resume_us ELSE 0.0 END AS after_us, binding
+FROM held;
+
+INSERT INTO wi_coupled_gates SELECT * FROM wi_comm_wait_gates;
