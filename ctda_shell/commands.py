@@ -24,6 +24,8 @@ from ctda_sql.shell.state import Result, Script, ShellState
 
 # What a command's arguments complete to: a fixed tuple of words, or one of these sources.
 TABLES, REPORTS, PATHS, COMMANDS, ANALYZE = "tables", "reports", "paths", "commands", "analyze"
+# .advise and .diff: their options, and run names after --run, --run-a and --run-b
+ADVICE = "advice"
 DIALECTS = ("duckdb", "postgres", "mysql", "sqlite", "bigquery", "snowflake", "spark", "trino", "tsql")
 
 
@@ -297,6 +299,27 @@ def whatif(state, words):
     tables = run(state.con, parse_shell_words(words))
     state.schema_changed()
     return [Result(columns, rows) for columns, rows in tables]
+
+
+@dot_command(".advise", "[--run NAME] [--rank N] [--step S] [--top K]",
+             "what to fix first, and what the replay predicts it buys (as `ctda-sql advise`)",
+             complete=ADVICE, writes=True)
+def advise(state, words):
+    from ctda_sql.cli.advice import shell_advise
+
+    _writable(state)
+    tables = shell_advise(state.con, words)
+    state.schema_changed()
+    return [Result(columns, rows) for columns, rows in tables]
+
+
+@dot_command(".diff", "--run-a A --run-b B [--rank N]",
+             "why run B's step differs from run A's, along the critical paths (as `ctda-sql diff`)",
+             complete=ADVICE)
+def diff(state, words):
+    from ctda_sql.cli.advice import shell_diff
+
+    return [Result(columns, rows) for columns, rows in shell_diff(state.con, words)]
 
 
 @dot_command(".mode", "|".join(FORMATS), "how results are printed", complete=FORMATS)

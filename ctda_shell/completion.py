@@ -71,6 +71,8 @@ class WarehouseCompleter(Completer):
             return self._report_words(before)
         if spec == commands.ANALYZE:
             return self._analyze_words(before)
+        if spec == commands.ADVICE:
+            return self._advice_words(command, before)
         return []
 
     def _argument_kinds(self, command: commands.DotCommand, before: list[str]) -> dict[str, str]:
@@ -111,6 +113,11 @@ class WarehouseCompleter(Completer):
         if before and before[-1] == "--method":
             return list(ANALYZE_METHODS)
         return [option.flag for option in ANALYZE_OPTIONS]
+
+    def _advice_words(self, command: commands.DotCommand, before: list[str]) -> list[str]:
+        if before and before[-1] in ("--run", "--run-a", "--run-b"):
+            return self.catalog.run_names
+        return ["--run", "--rank", "--step", "--top"] if command.name == ".advise" else ["--run-a", "--run-b", "--rank"]
 
     def _path(self, current: str, event: CompleteEvent) -> Iterable[Completion]:
         yield from self._paths.get_completions(Document(current, len(current)), event)

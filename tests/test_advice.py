@@ -48,6 +48,10 @@ PAIRS = {
         [DATA / "gloo_pairs" / f"pipeline_slow-{i}" for i in (1, 2, 3)],
         [DATA / "gloo_pairs" / f"pipeline-{i}" for i in (1, 2, 3)], "pipeline_bubble"),
 }
+# a faster network: 2 gloo ranks over a loopback shaped to 400, then 800 Mbit/s (2 repetitions)
+PAIRS["twice the link's rate (2 gloo ranks, shaped)"] = Pair(
+    [DATA / "shaped" / f"r2-400m-{i}" for i in (1, 2)], [DATA / "shaped" / f"r2-800m-{i}" for i in (1, 2)],
+    "exposed_comm")
 # the launch-bound pair: the eager step vs the same step replayed from a CUDA graph
 PAIRS["CUDA graph (CUDA)"] = Pair(_reps("advice", "launchbound"), _reps("advice", "graphed"), "launch_bound")
 
@@ -181,3 +185,60 @@ def test_advise_json_is_one_document(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     document = json.loads(out)
     assert document["run"] == "stall" and document["findings"][0]["rule"] == "data_loading"
+
+
+def test_the_shell_advises_and_diffs(tmp_path):
+    db = tmp_path / "w.duckdb"
+    with Warehouse(db) as wh:
+        for name, stall in (("slow", 400), ("fast", 100)):
+            wh.ingest([_stall_trace(tmp_path / f"{name}.json.gz", stall)], run=name, show_progress=False)
+        wh.analyze()
+    batch = ".mode csv\n.advise --run slow --top 1\n.diff --run-a slow --run-b fast\n"
+    result = subprocess.run([sys.executable, "-m", "ctda_sql.shell.entry", "--db", str(db)], input=batch,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "place,rule,saving_us,saving_share,path_us,fix,scenario"
+    assert lines[1].startswith("1,data_loading,")
+    diff_rows = lines[lines.index("kind,label,a_us,b_us,delta_us") + 1:]
+    # by hand: the stall shrank by 300 us a step
+    assert diff_rows[0].startswith("annotation,data_loading,") and float(diff_rows[0].split(",")[-1]) == pytest.approx(-300, abs=3)
+
+
+def test_the_shell_completes_advise_options_and_run_names(tmp_path):
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from ctda_sql.shell.catalog import Catalog
+    from ctda_sql.shell.completion import WarehouseCompleter
+    from ctda_sql.shell.app import open_state
+    from ctda_sql.ingest.load import ingest
+
+    state = open_state(str(tmp_path / "c.duckdb"))
+    with state.holding(write=True):
+        ingest(state.con, [_stall_trace(tmp_path / "t.json.gz", 300)], run_name="nightly_run", show_progress=False)
+    completer = WarehouseCompleter(Catalog(state.con, state.holding))
+
+    def candidates(text: str) -> list[str]:
+        return [c.text for c in completer.get_completions(Document(text), CompleteEvent(completion_requested=True))]
+
+    assert ".advise" in candidates(".adv")
+    assert "--run" in candidates(".advise --r")
+    assert candidates(".advise --run nig") == ["nightly_run"]
+    assert candidates(".diff --run-b nig") == ["nightly_run"]
+    state.con.close()
+
+
+def test_whatif_drop_syncs_predicts_the_step_without_its_host_syncs(tmp_path):
+    """hostsync reads each micro-batch's loss with .item(); nosync is the same step without:
+    --drop-syncs from the first predicts the second within 5% (measured on an H200)."""
+    db = tmp_path / "w.duckdb"
+    with Warehouse(db) as wh:
+        for variant in ("hostsync", "nosync"):
+            wh.ingest([DATA / "advice" / f"{variant}-r1.json.gz"], run=variant, show_progress=False)
+        wh.analyze()
+        truth = _job_median(wh, "nosync")
+    out = subprocess.run([sys.executable, "-m", "ctda_sql.shell.entry", "whatif", "--db", str(db), "--run", "hostsync",
+                          "--drop-syncs", "--format", "json"], capture_output=True, text=True, check=True).stdout
+    predicted = median(s["predicted_us"] for s in json.loads(out)["steps"])
+    assert predicted == pytest.approx(truth, rel=0.05)

@@ -329,7 +329,7 @@ class Warehouse:
                             params={"name": scenario_name})
 
     def advise(self, run: str | None = None, rank: int | None = None, step: int | None = None,
-               top: int = 10) -> dict:
+               top: int = 10, profile_top: int = 8) -> dict:
         """What to fix first and what it buys (docs/advice.md): the findings, ranked by the
         saving the what-if replay predicts, and the causal profile of the path's largest regions,
         as one JSON-ready dict; the run's rows of advice_findings / advice_profile are replaced."""
@@ -337,7 +337,9 @@ class Warehouse:
 
         run, rank, step, top = _text("run", run), _whole("rank", rank), _whole("step", step), _whole("top", top)
         self._refuse_on_lake("advise")
-        document = advise(self.con, run=run, rank=rank, step=step, top=10 if top is None else top)
+        profile_top = _whole("profile_top", profile_top)
+        document = advise(self.con, run=run, rank=rank, step=step, top=10 if top is None else top,
+                          profile_top=8 if profile_top is None else profile_top)
         self._finish_pending_result()
         return document
 

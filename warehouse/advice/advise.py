@@ -243,6 +243,10 @@ def _profile_document(region: dict, at_half: float | None, at_zero: float | None
     if at_zero is not None and at_zero < 0.5 * region["path_us"]:
         document["note"] = ("the replay finds a near-critical alternative (or a wait on work the trace does not "
                             "show) that takes over when this region shrinks")
+    elif at_zero is not None and at_zero > 1.05 * region["path_us"] + 1.0:
+        document["note"] = ("the region also runs off the counted path (inside its span, outside the counted "
+                            "windows: before a sync's wait ended, or on a thread the path left), and the replay "
+                            "removes that time too")
     return document
 
 

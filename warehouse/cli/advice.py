@@ -8,6 +8,7 @@ import json
 import sys
 import textwrap
 
+from ctda_sql.core.errors import CtdaError
 from ctda_sql.cli.output import FORMATS, add_max_width, render, table_width
 
 FINDING_COLUMNS = ["place", "rule", "saving_us", "saving_share", "path_us", "fix", "scenario"]
@@ -116,3 +117,41 @@ def _fill(text: str, width: int | None) -> str:
     return textwrap.fill(text, width) if width else text
 
 
+
+
+class _ShellParser(argparse.ArgumentParser):
+    """Raises instead of exiting, so the shell shows the message as one error line."""
+
+    def error(self, message):
+        raise CtdaError(f"{self.prog}: {message}")
+
+
+def shell_advise(con, words: list[str]) -> list[tuple[list[str], list[tuple]]]:
+    """.advise in the shell: the findings and the profile as two tables."""
+    from ctda_sql.advice.advise import advise
+
+    parser = _ShellParser(prog=".advise", add_help=False)
+    for flag, kind in (("--run", str), ("--rank", int), ("--step", int), ("--top", int)):
+        parser.add_argument(flag, type=kind)
+    args = parser.parse_args(words)
+    document = advise(con, run=args.run, rank=args.rank, step=args.step, top=10 if args.top is None else args.top)
+    findings = [(i, f["rule"], f["saving_us"], f["saving_share"], f["path_us"], f["fix"], f["scenario"])
+                for i, f in enumerate(document["findings"], start=1)]
+    profile = [(p["kind"], p["label"], p["rank"], p["path_us"], p["saving_at_half_us"], p["saving_at_zero_us"])
+               for p in document["profile"]]
+    return [(FINDING_COLUMNS, findings), (PROFILE_COLUMNS, profile)]
+
+
+def shell_diff(con, words: list[str]) -> list[tuple[list[str], list[tuple]]]:
+    """.diff in the shell: the rows and the unexplained remainder as one table."""
+    from ctda_sql.advice.diff import diff
+
+    parser = _ShellParser(prog=".diff", add_help=False)
+    parser.add_argument("--run-a", required=True)
+    parser.add_argument("--run-b", required=True)
+    parser.add_argument("--rank", type=int)
+    args = parser.parse_args(words)
+    document = diff(con, args.run_a, args.run_b, rank=args.rank)
+    rows = [(r["kind"], r["label"], r["a_us"], r["b_us"], r["delta_us"]) for r in document["rows"]]
+    rows.append(("remainder", "unexplained (off the path: gaps, slack)", None, None, document["unexplained_us"]))
+    return [(DIFF_COLUMNS, rows)]

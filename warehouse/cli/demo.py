@@ -45,6 +45,7 @@ def run_demo(db: str | None, out_dir: str | None = None, trace: str | None = Non
         _print_summary(wh, run_id)
         wh.analyze(run=run_name)
         _print_comparison(wh, run_id)
+        _print_advice(wh, run_name)
         _write_files(wh, run_name, out)
         if db is None:
             print("(temporary database, removed on exit; pass --db FILE to keep it)")
@@ -82,6 +83,20 @@ def _print_comparison(wh: Warehouse, run_id: int) -> None:
                  "per_thread (threads apart, as other tools do)")
     _print_query(wh, "demo/cpcr_side_by_side.sql", {"run_id": run_id},
                  "cpcr: the share of each step the critical path explains")
+
+
+def _print_advice(wh: Warehouse, run_name: str) -> None:
+    """The top three findings of `advise`, each with the saving the replay predicts."""
+    document = wh.advise(run=run_name, top=3, profile_top=0)
+    width = table_width(sys.stdout)
+    print()
+    print(textwrap.fill("what to fix first: the top findings of `ctda-sql advise`, each with the saving the "
+                        "what-if replay predicts (median over the steps)", width) if width else "what to fix first")
+    for place, f in enumerate(document["findings"], start=1):
+        saving = (f"saves {f['saving_us'] / 1000:.2f} ms a step ({f['saving_share']:.0%})"
+                  if f["saving_us"] is not None else "saving not replayed")
+        text = f"{place}. [{f['rule']}] {f['title']}: {saving}. Fix: {f['fix'] or 'none can be named from the trace'}"
+        print(textwrap.fill(text, width, subsequent_indent="   ") if width else text)
 
 
 def _print_query(wh: Warehouse, sql_name: str, params: dict, title: str) -> None:

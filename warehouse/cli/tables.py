@@ -22,7 +22,7 @@ from ctda_sql.cli.cells import readable_us, table_cell, text_width
 MIN_TEXT_WIDTH = 16
 FIRST_TEXT_WIDTH = 28
 # columns whose prose wraps onto more lines rather than being cut
-WRAPPED_COLUMNS = {"description", "comment", "help", "params", "parameters", "note", "rule", "reason", "why"}
+WRAPPED_COLUMNS = {"description", "comment", "help", "params", "parameters", "note", "rule", "reason", "why", "fix", "evidence"}
 # columns naming what the user types next (--param run=NAME, report NAME): never cut
 WHOLE_COLUMNS = {"run", "run_a", "run_b", "report", "parameter", "param"}
 # a text column of identifiers only (report names, methods, categories) is never cut either,

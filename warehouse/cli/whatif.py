@@ -56,6 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep", metavar="KEY=V1,V2,...",
                    help=f"one scenario per value of KEY ({', '.join(SWEEP_KEYS)}); prints a row per value; "
                         f"at most {MAX_SWEEP_VALUES} values, stored all together or not at all")
+    p.add_argument("--drop-syncs", action="store_true",
+                   help="no CPU work waits for the GPU in a blocking sync (.item(), .cpu(), "
+                        "cudaStreamSynchronize ...): the syncs removed or made non-blocking")
     p.add_argument("--no-coupling", dest="coupled", action="store_false",
                    help="replay each rank on its own: collectives keep their measured waiting "
                         "(default: the ranks of a multi-rank run are replayed together)")
@@ -159,7 +162,8 @@ def scenario_from_args(con, args) -> Scenario:
     categories = event_categories(con) if args.scale else set()
     return Scenario(scales=tuple(parse_scale(text, categories) for text in args.scale),
                     bandwidth_scale=args.comm_bandwidth_scale, latency_us=args.comm_latency_us,
-                    allreduce=args.allreduce, world_size=args.world_size)
+                    allreduce=args.allreduce, world_size=args.world_size,
+                    drop_syncs=getattr(args, "drop_syncs", False))
 
 
 def parse_sweep(text: str) -> tuple[str, list]:
