@@ -242,3 +242,31 @@ def test_whatif_drop_syncs_predicts_the_step_without_its_host_syncs(tmp_path):
                           "--drop-syncs", "--format", "json"], capture_output=True, text=True, check=True).stdout
     predicted = median(s["predicted_us"] for s in json.loads(out)["steps"])
     assert predicted == pytest.approx(truth, rel=0.05)
+
+
+def test_the_html_report_opens_with_the_stored_advice(tmp_path):
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest([_stall_trace(tmp_path / "t.json.gz", 400)], run="stall", show_progress=False)
+        wh.analyze(run="stall")
+        wh.export_html(tmp_path / "before.html", run="stall")
+        wh.advise(run="stall")
+        wh.export_html(tmp_path / "after.html", run="stall")
+    before = (tmp_path / "before.html").read_text()
+    after = (tmp_path / "after.html").read_text()
+    assert "What to fix first" not in before  # an export never runs the replay itself
+    advice_at = after.index("What to fix first")
+    assert advice_at < after.index("Critical-path coverage per step")  # at the top
+    table = after[after.index('<table class="advice">'):]
+    assert "data_loading" in table[:table.index("</table>")]
+    assert "0.40 ms" in table[:table.index("</table>")]  # the saving derived by hand: 400 us
+
+
+def test_the_html_cross_rank_part_names_what_made_the_late_rank_late(tmp_path):
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest([DATA / "gloo" / "straggler"], run="straggler", show_progress=False)
+        wh.analyze(run="straggler")
+        wh.export_html(tmp_path / "s.html", run="straggler")
+    page = (tmp_path / "s.html").read_text()
+    late = page[page.index('<table class="late">'):]
+    first_row = late[late.index("<tr><td>"):late.index("</tr>", late.index("<tr><td>"))]
+    assert "<td>1</td>" in first_row and "slow_rank" in first_row

@@ -15,6 +15,7 @@ import numpy as np
 
 from ctda_sql.core import sqlfiles
 from ctda_sql.core.errors import CtdaError
+from ctda_sql.export.advice_html import advice_sections, late_rank_table
 from ctda_sql.export.outputfile import atomic_output, check_output_path
 from ctda_sql.export.figures import (METHODS, _mean, composition_figure, cpcr_figure, cross_rank_path_figure,
                                      diff_figure, gantt_figure, hotspots_figure, idle_figure, kernel_figure,
@@ -38,7 +39,7 @@ def write_html(con, path: Path, run: str, step: int | None = None, rank: int | N
         raise CtdaError(f"run {run!r} has no critical path yet; run `ctda-sql analyze --run {run}` first")
     gantt_rank, gantt_step = _gantt_step(steps, rank, step)
     cpcr = _cpcr(con, run)
-    sections = _compare_sections(con, run, compare) + [
+    sections = advice_sections(con, run_id) + _compare_sections(con, run, compare) + [
         ("Critical-path coverage per step", _CPCR_TEXT, cpcr_figure(cpcr)),
         ("Top hotspots per phase", _HOTSPOTS_TEXT,
          hotspots_figure(_columns(con, "export/html_hotspots_by_phase.sql",
@@ -53,7 +54,7 @@ def write_html(con, path: Path, run: str, step: int | None = None, rank: int | N
     ranks = sorted(set(steps["rank"].tolist()))
     if len(ranks) > 1:
         sections.append(("Step time per rank", _RANKS_TEXT, step_time_figure(steps)))
-        sections += _cross_rank_sections(con, run_id, step)
+        sections += _cross_rank_sections(con, run_id, step, run)
     sections += _hta_sections(con, run, gantt_rank)
     scenarios = _columns(con, "export/html_whatif_steps.sql", {"run_id": run_id})
     if len(scenarios["scenario"]):
@@ -101,13 +102,14 @@ def _report(con, name: str, params: dict) -> dict[str, np.ndarray]:
     return report_relation(con, find_report(name), params).fetchnumpy()
 
 
-def _cross_rank_sections(con, run_id: int, step: int | None) -> list[tuple]:
+def _cross_rank_sections(con, run_id: int, step: int | None, run: str) -> list[tuple]:
     """Who everyone waited for, collective skew and the cross-rank path of one step: what
     the cross-rank analysis found, for runs of 2+ ranks."""
     found = []
     waits = _columns(con, "export/html_crossrank_waits.sql", {"run_id": run_id})
     if len(waits["step"]):
-        found.append(("Cross-rank: who everyone waited for, per step", _WAITS_TEXT, waits_figure(waits)))
+        found.append(("Cross-rank: who everyone waited for, per step", _WAITS_TEXT, waits_figure(waits),
+                      late_rank_table(con, run)))
     skew = _columns(con, "export/html_crossrank_skew.sql", {"run_id": run_id})
     if len(skew["seq"]):
         found.append(("Cross-rank: collective skew", _SKEW_TEXT, skew_figure(skew)))
