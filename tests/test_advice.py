@@ -164,8 +164,8 @@ def test_the_scenario_replays_to_the_finding_saving_through_the_whatif_cli(tmp_p
 def test_several_runs_without_run_is_one_clear_error(tmp_path):
     db = tmp_path / "w.duckdb"
     with Warehouse(db) as wh:
-        for name in ("a", "b"):
-            wh.ingest([_stall_trace(tmp_path / f"{name}.json.gz", 300)], run=name, show_progress=False)
+        for name, stall in (("a", 300), ("b", 200)):  # two traces: the same file twice is one run
+            wh.ingest([_stall_trace(tmp_path / f"{name}.json.gz", stall)], run=name, show_progress=False)
         wh.analyze()
         with pytest.raises(CtdaError, match="give --run NAME"):
             wh.advise()

@@ -52,7 +52,7 @@ def test_the_shell_starts_with_the_configured_mode_width_and_timer(settings, tmp
 @pytest.mark.parametrize("text, message", [
     ("colour = 'red'\n", "unknown setting 'colour'"),
     ("max_rows = 'many'\n", "max_rows must be a whole number"),
-    ("format = 'html'\n", "format must be one of"),
+    ("format = 'xml'\n", "format must be one of"),
     ("key_bindings = 'nano'\n", "key_bindings must be emacs or vi"),
     ("format = \n", "cannot read the settings"),
 ])
