@@ -270,3 +270,20 @@ def test_the_html_cross_rank_part_names_what_made_the_late_rank_late(tmp_path):
     late = page[page.index('<table class="late">'):]
     first_row = late[late.index("<tr><td>"):late.index("</tr>", late.index("<tr><td>"))]
     assert "<td>1</td>" in first_row and "slow_rank" in first_row
+
+
+def test_the_advice_section_draws_in_headless_chromium(tmp_path):
+    import re
+
+    from test_export_html import chromium_or_skip
+    from ctda_sql.export.chromium import render
+
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest([_stall_trace(tmp_path / "t.json.gz", 400)], run="stall", show_progress=False)
+        wh.analyze(run="stall")
+        wh.advise(run="stall")
+        done = wh.export_html(tmp_path / "r.html", run="stall")
+    page = render(tmp_path / "r.html", chromium_or_skip())
+    assert page.errors == []
+    drawn = re.findall(r'<div id="chart-(\d+)".*?class="main-svg"', page.dom, flags=re.S)
+    assert len(set(drawn)) == done["charts"]
