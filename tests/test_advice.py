@@ -287,3 +287,51 @@ def test_the_advice_section_draws_in_headless_chromium(tmp_path):
     assert page.errors == []
     drawn = re.findall(r'<div id="chart-(\d+)".*?class="main-svg"', page.dom, flags=re.S)
     assert len(set(drawn)) == done["charts"]
+
+
+def test_export_html_compare_on_the_command_line(tmp_path):
+    db = tmp_path / "w.duckdb"
+    with Warehouse(db) as wh:
+        for name, stall in (("slow", 400), ("fast", 100)):
+            wh.ingest([_stall_trace(tmp_path / f"{name}.json.gz", stall)], run=name, show_progress=False)
+        wh.analyze()
+    subprocess.run([sys.executable, "-m", "ctda_sql.shell.entry", "export", "html", "--db", str(db), "--run", "fast",
+                    "--compare", "slow", "-o", str(tmp_path / "r.html")], check=True, capture_output=True)
+    page = (tmp_path / "r.html").read_text()
+    assert "differs from slow" in page and "data_loading" in page
+
+
+# the region each pair's fix changed, as the causal profile and the diff name it
+CHANGED_REGION = {
+    "data loading removed (CPU)": "data_loading",
+    "foreach/fused optimizer (CPU)": "Optimizer.step#Adam.step",
+    "the straggler's stall removed (2 gloo ranks)": "slow_rank",
+    "the slow pipeline stage balanced (2 gloo ranks)": "slow_stage",
+}
+
+
+@pytest.mark.parametrize("case", list(CHANGED_REGION))
+def test_the_profile_entry_of_the_changed_region_predicts_the_measured_run(pairs_db, case):
+    """Where the fix removes a region whole, its causal-profile entry at zero predicts the
+    measured saving within max(15%, noise)."""
+    pair = PAIRS[case]
+    before = [_job_median(pairs_db, _name(p)) for p in pair.before]
+    after = [_job_median(pairs_db, _name(p)) for p in pair.after]
+    measured = median(before) - median(after)
+    noise = max(max(before) - min(before), max(after) - min(after))
+    document = advise(pairs_db.con, run=_name(pair.before[0]), persist=False, profile_top=12)
+    entry = next(p for p in document["profile"] if p["label"] == CHANGED_REGION[case])
+    if case.startswith("foreach"):  # the fix leaves a fifth of the step: compare the half-time entry
+        assert entry["saving_at_half_us"] < measured < entry["saving_at_zero_us"]
+        return
+    assert abs(entry["saving_at_zero_us"] - measured) <= max(0.15 * measured, noise), (entry, measured)
+
+
+@pytest.mark.parametrize("case", list(CHANGED_REGION))
+def test_the_diff_puts_the_measured_difference_on_the_changed_region(pairs_db, case):
+    from ctda_sql.advice.diff import diff
+
+    pair = PAIRS[case]
+    document = diff(pairs_db.con, _name(pair.before[0]), _name(pair.after[0]))
+    on_region = sum(r["delta_us"] for r in document["rows"] if CHANGED_REGION[case] in r["label"])
+    assert on_region / document["delta_us"] >= 0.8, (document["delta_us"], on_region, document["rows"][:5])

@@ -381,12 +381,14 @@ class Warehouse:
         return write_overlay(self.con, path, run, rank, list(methods))
 
     def export_html(self, path: str | Path, run: str, step: int | None = None,
-                    rank: int | None = None) -> dict:
-        """Write one self-contained HTML report of the run with plots; returns what it holds."""
+                    rank: int | None = None, compare: str | None = None) -> dict:
+        """Write one self-contained HTML report of the run with plots; returns what it holds.
+        With `compare` (another run), the report opens with why this run's median step differs
+        from that run's, along the critical paths (docs/advice.md, `diff`)."""
         from ctda_sql.export.html import write_html
 
-        path, run = _path("path", path), _text("run", run, optional=False)
-        return write_html(self.con, path, run, step=_whole("step", step), rank=_whole("rank", rank))
+        path, run, compare = _path("path", path), _text("run", run, optional=False), _text("compare", compare)
+        return write_html(self.con, path, run, step=_whole("step", step), rank=_whole("rank", rank), compare=compare)
 
 
 def _folders(reports_dirs) -> list[Path]:

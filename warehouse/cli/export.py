@@ -21,7 +21,7 @@ def cmd_export_overlay(args) -> int:
 
 def cmd_export_html(args) -> int:
     with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for="") as wh:
-        done = wh.export_html(args.output, run=args.run, step=args.step, rank=args.rank)
+        done = wh.export_html(args.output, run=args.run, step=args.step, rank=args.rank, compare=args.compare)
     print(f"wrote {done['path']}: run {done['run']!r}, {done['charts']} charts "
           f"(Gantt of rank {done['gantt_rank']} step {done['gantt_step']}); open it in a browser")
     return 0
@@ -57,6 +57,9 @@ def add_export(sub) -> None:
     html.add_argument("--run", required=True, help="run name")
     html.add_argument("--step", type=int, help="step for the Gantt chart (default: the slowest)")
     html.add_argument("--rank", type=int, help="rank for the Gantt chart (default: the slowest step's)")
+    html.add_argument("--compare", metavar="RUN",
+                      help="open the report with why this run's median step differs from RUN's, along the "
+                           "critical paths (as `ctda-sql diff --run-a RUN --run-b THIS`)")
     _common(html, "FILE.html", cmd_export_html)
 
 
