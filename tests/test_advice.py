@@ -335,3 +335,72 @@ def test_the_diff_puts_the_measured_difference_on_the_changed_region(pairs_db, c
     document = diff(pairs_db.con, _name(pair.before[0]), _name(pair.after[0]))
     on_region = sum(r["delta_us"] for r in document["rows"] if CHANGED_REGION[case] in r["label"])
     assert on_region / document["delta_us"] >= 0.8, (document["delta_us"], on_region, document["rows"][:5])
+
+
+def _sync_trace(path: Path, steps: int = 4) -> Path:
+    """Each 812 us step: a 400 us kernel launched at 0 (runs 10-410), a cudaStreamSynchronize
+    from 20 that returns at 412, then 399 us of CPU work (412-811) that waited for nothing but
+    the sync."""
+    b = TraceBuilder(rank=0)
+    main = b.thread(100, "pt_main_thread")
+    b.stream(7)
+    for i in range(steps):
+        t = i * 812
+        b.step(i + 1, main, ts=t, dur=812)
+        b.cpu_op(main, "aten::relu", ts=t + 1, dur=9)
+        b.launch(main, ts=t + 2, dur=7, kernel="relu_kernel", stream=7, kernel_ts=t + 10, kernel_dur=400)
+        b.cpu_op(main, "aten::item", ts=t + 20, dur=392)
+        b.runtime(main, "cudaStreamSynchronize", ts=t + 21, dur=390)
+        b.cpu_op(main, "aten::mul", ts=t + 412, dur=399)
+    return b.write(path)
+
+
+def test_a_hand_made_host_sync_is_found_and_dropping_it_overlaps_the_cpu_work(tmp_path):
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest([_sync_trace(tmp_path / "t.json.gz")], run="sync", show_progress=False)
+        wh.analyze(run="sync")
+        document = wh.advise(run="sync")
+    top = document["findings"][0]
+    assert top["rule"] == "host_sync" and top["scenario"] == "--drop-syncs"
+    assert top["top_events"] == ["aten::item"]
+    # by hand: the CPU sat 390 us in the sync; without it aten::mul runs from 21 to 420 beside the
+    # kernel (10-410), so the step ends at ~420 instead of 812: ~390 us saved
+    assert top["path_us"] == pytest.approx(390, abs=5)
+    assert top["saving_us"] == pytest.approx(390, abs=15)
+
+
+def _optimizer_trace(path: Path, foreach: bool, steps: int = 4) -> Path:
+    """Each 1000 us step (CPU only): 399 us of aten::mm, then Optimizer.step#SGD.step over
+    400-999 running 20 per-tensor aten::add_ of 29 us (or, with foreach, one aten::_foreach_add_)."""
+    b = TraceBuilder(rank=0)
+    main = b.thread(100, "pt_main_thread")
+    for i in range(steps):
+        t = i * 1000
+        b.step(i + 1, main, ts=t, dur=1000)
+        b.cpu_op(main, "aten::mm", ts=t + 1, dur=399)
+        b.annotation(main, "Optimizer.step#SGD.step", ts=t + 400, dur=599)
+        if foreach:
+            b.cpu_op(main, "aten::_foreach_add_", ts=t + 401, dur=580)
+        else:
+            for k in range(20):
+                b.cpu_op(main, "aten::add_", ts=t + 401 + 29 * k, dur=28)
+    return b.write(path)
+
+
+def test_a_hand_made_tensor_by_tensor_optimizer_is_found_and_replayed_at_a_quarter(tmp_path):
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        for name, foreach in (("loop", False), ("foreach", True)):
+            wh.ingest([_optimizer_trace(tmp_path / f"{name}.json.gz", foreach)], run=name, show_progress=False)
+        wh.analyze()
+        loop = wh.advise(run="loop")
+        batched = wh.advise(run="foreach")
+    top = loop["findings"][0]
+    assert top["rule"] == "optimizer"
+    assert top["scenario"] == "--scale 'Optimizer.step#SGD.step=0.25'"
+    # by hand: the path runs through the annotation from 400 to the last add_'s end at 980
+    # (580 us); at a quarter of its time the whole annotation (599 us, with its untraced tail)
+    # loses 3/4: ~449 us
+    assert top["path_us"] == pytest.approx(580, abs=1)
+    assert top["saving_us"] == pytest.approx(449, abs=10)
+    # a step that already runs multi-tensor kernels gets no optimizer finding
+    assert "optimizer" not in [f["rule"] for f in batched["findings"]]
