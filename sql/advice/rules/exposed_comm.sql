@@ -1,7 +1,8 @@
 -- rule: exposed_comm. Collectives on the critical path: communication that no compute hides.
 -- reads:  _adv_events, _adv_windows
 -- makes:  one finding row (warehouse/advice/advise.py FINDING_COLUMNS), or none
--- Scenario: --comm-bandwidth-scale 2 (every collective's transfer twice as fast).
+-- Scenario: --comm-bandwidth-scale 2 (every collective's transfer twice as fast); not replayed
+-- for one rank of a gloo job, whose transfers move only with their peers in the replay.
 WITH comm AS (
     SELECT run_id, rank, step, name, inclusive_us AS path_us
     FROM _adv_events
@@ -20,6 +21,11 @@ SELECT 'exposed_comm' AS rule,
        list(name ORDER BY path_us DESC, name) AS top_events,
        []::VARCHAR[] AS scale_names, []::VARCHAR[] AS scale_categories, []::DOUBLE[] AS scale_factors,
        []::VARCHAR[] AS scale_ranks, 2.0 AS bandwidth_scale, false AS drop_syncs,
-       NULL::VARCHAR AS not_replayable, NULL::VARCHAR AS detail
+       CASE WHEN (SELECT count(DISTINCT rank) FROM traces WHERE run_id = $run_id) = 1
+                 AND NOT EXISTS (SELECT 1 FROM events WHERE run_id = $run_id AND cat IN ('kernel', 'Kernel')
+                                 AND name ILIKE 'nccl%')
+            THEN 'the run holds one rank of the job: its gloo collectives keep their measured time without '
+                 || 'their peers in the replay (ingest every rank of the job together)' END AS not_replayable,
+       NULL::VARCHAR AS detail
 FROM names
 HAVING count(*) > 0;
