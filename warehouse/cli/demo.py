@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import tempfile
+import textwrap
 from contextlib import ExitStack
 from importlib import resources
 from pathlib import Path
@@ -90,8 +91,9 @@ def _print_advice(wh: Warehouse, run_name: str) -> None:
     document = wh.advise(run=run_name, top=3, profile_top=0)
     width = table_width(sys.stdout)
     print()
-    print(textwrap.fill("what to fix first: the top findings of `ctda-sql advise`, each with the saving the "
-                        "what-if replay predicts (median over the steps)", width) if width else "what to fix first")
+    title = ("what to fix first: the top findings of `ctda-sql advise`, each with the saving the what-if "
+             "replay predicts (median over the steps)")
+    print(textwrap.fill(title, width) if width else title)
     for place, f in enumerate(document["findings"], start=1):
         saving = (f"saves {f['saving_us'] / 1000:.2f} ms a step ({f['saving_share']:.0%})"
                   if f["saving_us"] is not None else "saving not replayed")
@@ -100,8 +102,6 @@ def _print_advice(wh: Warehouse, run_name: str) -> None:
 
 
 def _print_query(wh: Warehouse, sql_name: str, params: dict, title: str) -> None:
-    import textwrap
-
     result = wh.sql(sqlfiles.load(sql_name), params)
     width = table_width(sys.stdout)
     print()
