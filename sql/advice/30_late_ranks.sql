@@ -7,6 +7,11 @@
 --         over the steps in scope), the share of matched calls it was last to, whether the
 --         waits were point-to-point (a pipeline), and its region whose path time per step
 --         most exceeds the other ranks' mean (region_factor: the share of it the others need)
+--         _adv_late_finding: the finding columns the straggler and pipeline_bubble rules share
+--                 (warehouse/advice/advise.py FINDING_COLUMNS but rule, title and fix), with
+--                 rank, region and p2p to tell the two apart. Scenario: the late rank's excess
+--                 region takes the time it takes on the other ranks (region_factor); without
+--                 such a region the saving is not replayed.
 -- param:  run_id INTEGER, step BIGINT (NULL: every step)
 
 CREATE OR REPLACE TEMP TABLE _adv_late_ranks AS
@@ -53,3 +58,18 @@ SELECT $run_id AS run_id, l.rank, l.waited_us, l.windows, l.instances, l.last_sh
        least(1.0, x.others_us / x.region_us) AS region_factor
 FROM late AS l
 LEFT JOIN excess AS x ON true;
+
+CREATE OR REPLACE TEMP TABLE _adv_late_finding AS
+SELECT l.rank, l.region, l.p2p,
+       coalesce(l.region_us * l.windows, l.waited_us) AS path_us, l.windows, [l.rank] AS ranks, l.instances AS occurrences,
+       CASE WHEN l.region IS NULL THEN []::VARCHAR[] ELSE [l.region] END AS top_events,
+       [coalesce(l.region, '')] AS scale_names, [l.region_category] AS scale_categories,
+       [coalesce(l.region_factor, 1.0)] AS scale_factors, [CAST(l.rank AS VARCHAR)] AS scale_ranks,
+       NULL::DOUBLE AS bandwidth_scale, false AS drop_syncs,
+       CASE WHEN l.region IS NULL OR l.region_us - l.others_us < 0.25 * l.waited_us / l.windows
+            THEN 'no region on rank ' || l.rank || '''s path accounts for the others'' wait' END AS not_replayable,
+       'the other ranks waited ' || round(l.waited_us / 1000 / l.windows, 2) || ' ms a step for rank ' || l.rank
+           || ', last to ' || round(100 * l.last_share) || '% of the matched calls'
+           || coalesce('; ' || l.region || ' takes ' || round(l.region_us / 1000, 2) || ' ms a step on it, '
+                       || round(l.others_us / 1000, 2) || ' ms on the others', '') AS detail
+FROM _adv_late_ranks AS l;

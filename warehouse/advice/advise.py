@@ -94,7 +94,8 @@ def _advise(con, run, rank, step, top, profile_top, progress) -> dict:
     for stage in STAGES:
         execute_stage(con, stage, params)
     findings = [f for f in (_find(con, name, params) for name in rule_names()) if f is not None]
-    findings = [f for f in findings if _worth_naming(con, f, params)]
+    median_step_us = con.execute("SELECT median(window_us) FROM _adv_windows").fetchone()[0] or 0.0
+    findings = [f for f in findings if _worth_naming(f, median_step_us)]
     regions = _profile_regions(con, profile_top)
     scenarios = [f.scenario for f in findings if f.scenario is not None]
     scenarios += [_region_scenario(region, factor) for region in regions for factor in PROFILE_FACTORS]
@@ -158,10 +159,9 @@ def _find(con, name: str, params: dict) -> Finding | None:
     return Finding.from_row(dict(zip(columns, row)))
 
 
-def _worth_naming(con, finding: Finding, params: dict) -> bool:
+def _worth_naming(finding: Finding, median_step_us: float) -> bool:
     """A pattern that holds under MIN_PATH_SHARE of the median step is not worth a fix."""
-    step_us = con.execute("SELECT median(window_us) FROM _adv_windows").fetchone()[0] or 0.0
-    return finding.path_us / max(finding.windows, 1) >= MIN_PATH_SHARE * step_us
+    return finding.path_us / max(finding.windows, 1) >= MIN_PATH_SHARE * median_step_us
 
 
 def _profile_regions(con, count: int) -> list[dict]:

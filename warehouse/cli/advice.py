@@ -75,10 +75,7 @@ def cmd_advise(args) -> int:
 def format_advice(document: dict, fmt: str = "table", width: int | None = None) -> str:
     """The advice as two tables (findings, profile) with a line above each; the shell and the
     demo print it too."""
-    findings = [(i, f["rule"], f["saving_us"], f["saving_share"], f["path_us"], f["fix"], f["scenario"])
-                for i, f in enumerate(document["findings"], start=1)]
-    profile = [(p["kind"], p["label"], p["rank"], p["path_us"], p["saving_at_half_us"], p["saving_at_zero_us"])
-               for p in document["profile"]]
+    (_, findings), (_, profile) = advice_tables(document)
     step = document["step_us"]
     heading = (f"advice for run {document['run']!r}: median step {step / 1000:.2f} ms over {document['steps']} "
                f"steps; savings are the replay's, the median over steps" if step else
@@ -92,6 +89,22 @@ def format_advice(document: dict, fmt: str = "table", width: int | None = None) 
     return "\n".join(lines)
 
 
+def advice_tables(document: dict) -> list[tuple[list[str], list[tuple]]]:
+    """The advice document as two tables: the findings, numbered, and the causal profile."""
+    findings = [(i, f["rule"], f["saving_us"], f["saving_share"], f["path_us"], f["fix"], f["scenario"])
+                for i, f in enumerate(document["findings"], start=1)]
+    profile = [(p["kind"], p["label"], p["rank"], p["path_us"], p["saving_at_half_us"], p["saving_at_zero_us"])
+               for p in document["profile"]]
+    return [(FINDING_COLUMNS, findings), (PROFILE_COLUMNS, profile)]
+
+
+def diff_rows(document: dict) -> list[tuple]:
+    """The diff's rows, then its unexplained remainder as the last row (they sum to delta_us)."""
+    rows = [(r["kind"], r["label"], r["a_us"], r["b_us"], r["delta_us"]) for r in document["rows"]]
+    rows.append(("remainder", "unexplained (off the path: gaps, slack)", None, None, document["unexplained_us"]))
+    return rows
+
+
 def cmd_diff(args) -> int:
     with _warehouse(args) as wh:
         document = wh.diff(args.run_a, args.run_b, rank=args.rank)
@@ -99,8 +112,7 @@ def cmd_diff(args) -> int:
         print(json.dumps(document, indent=1))
         return 0
     width = _width(args)
-    rows = [(r["kind"], r["label"], r["a_us"], r["b_us"], r["delta_us"]) for r in document["rows"]]
-    rows.append(("remainder", "unexplained (off the path: gaps, slack)", None, None, document["unexplained_us"]))
+    rows = diff_rows(document)
     print(_fill(f"{document['run_b']!r} vs {document['run_a']!r}: median step {document['step_b_us'] / 1000:.2f} ms "
                 f"vs {document['step_a_us'] / 1000:.2f} ms, delta {document['delta_us'] / 1000:+.2f} ms", width))
     print(render(DIFF_COLUMNS, rows, args.format, width))
@@ -135,11 +147,7 @@ def shell_advise(con, words: list[str]) -> list[tuple[list[str], list[tuple]]]:
         parser.add_argument(flag, type=kind)
     args = parser.parse_args(words)
     document = advise(con, run=args.run, rank=args.rank, step=args.step, top=10 if args.top is None else args.top)
-    findings = [(i, f["rule"], f["saving_us"], f["saving_share"], f["path_us"], f["fix"], f["scenario"])
-                for i, f in enumerate(document["findings"], start=1)]
-    profile = [(p["kind"], p["label"], p["rank"], p["path_us"], p["saving_at_half_us"], p["saving_at_zero_us"])
-               for p in document["profile"]]
-    return [(FINDING_COLUMNS, findings), (PROFILE_COLUMNS, profile)]
+    return advice_tables(document)
 
 
 def shell_diff(con, words: list[str]) -> list[tuple[list[str], list[tuple]]]:
@@ -152,6 +160,4 @@ def shell_diff(con, words: list[str]) -> list[tuple[list[str], list[tuple]]]:
     parser.add_argument("--rank", type=int)
     args = parser.parse_args(words)
     document = diff(con, args.run_a, args.run_b, rank=args.rank)
-    rows = [(r["kind"], r["label"], r["a_us"], r["b_us"], r["delta_us"]) for r in document["rows"]]
-    rows.append(("remainder", "unexplained (off the path: gaps, slack)", None, None, document["unexplained_us"]))
-    return [(DIFF_COLUMNS, rows)]
+    return [(DIFF_COLUMNS, diff_rows(document))]

@@ -11,6 +11,7 @@ import duckdb
 from ctda_sql.engine import crossrank
 from ctda_sql.core import sqlfiles
 from ctda_sql.core.errors import CtdaError
+from ctda_sql.core.runs import run_id_of
 from ctda_sql.core.progress import progress_bar
 from ctda_sql.core.transaction import transaction
 
@@ -69,13 +70,8 @@ def resolve_methods(method: str | list[str]) -> list[str]:
 
 
 def _run_id(con, run: str | None) -> int | None:
-    if run is None:
-        return None
-    row = con.execute("SELECT run_id FROM runs WHERE name = ?", [run]).fetchone()
-    if row is None:
-        names = [r[0] for r in con.execute("SELECT name FROM runs ORDER BY name").fetchall()]
-        raise CtdaError(f"no run named {run!r}; runs: {', '.join(names) or 'none (ingest first)'}")
-    return row[0]
+    """The run_id of `run` (core.runs.run_id_of's lookup and error); None for every run."""
+    return None if run is None else run_id_of(con, run)[0]
 
 
 def _execute_stage(con, name: str, params: dict) -> None:
