@@ -56,9 +56,9 @@ def _db_option(parser) -> None:
 
 def _warehouse(args):
     from ctda_sql.api import Warehouse
-    from ctda_sql.core.connection import resolve_db_path
+    from ctda_sql.core.connection import existing_db_path
 
-    return Warehouse(resolve_db_path(args.db))
+    return Warehouse(existing_db_path(args.db))
 
 
 def cmd_advise(args) -> int:

@@ -15,7 +15,7 @@ from ctda_sql import __version__
 from ctda_sql.api import Warehouse
 from ctda_sql.cli.lake import add_lake_option, check_no_distribution_without_lake
 from ctda_sql.cli.whatif import add_parser as _add_whatif
-from ctda_sql.core.connection import resolve_db_path, sql_of_folders
+from ctda_sql.core.connection import existing_db_path, resolve_db_path, sql_of_folders
 from ctda_sql.core.errors import CtdaError, first_line
 from ctda_sql.cli.options import ANALYZE_OPTIONS, INGEST_OPTIONS, add_options
 from ctda_sql.cli.output import (DEFAULT_TABLE_ROWS, FORMATS, add_max_width, count, default_format, render, table_width,
@@ -116,7 +116,7 @@ def cmd_analyze(args) -> int:
     if args.lake is not None:
         warehouse = _lake(args)
     else:  # the engine calls no Python UDF and only the macros of its own SQL
-        warehouse = Warehouse(resolve_db_path(args.db), udfs_for="",
+        warehouse = Warehouse(existing_db_path(args.db), udfs_for="",
                               macros_for=sql_of_folders("analysis", "crossrank"))
     with warehouse as wh:
         print(wh.analyze(run=args.run, method=args.method, window=args.window,

@@ -9,7 +9,7 @@ import sys
 import textwrap
 from statistics import mean
 
-from ctda_sql.core.connection import connect, resolve_db_path
+from ctda_sql.core.connection import connect, existing_db_path
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.cli.output import FORMATS, add_max_width, render, table_width
 from ctda_sql.whatif.changes import ALGORITHMS, Scenario, parse_scale
@@ -84,7 +84,7 @@ def cmd_whatif(args) -> int:
 
     # kernel names run to hundreds of characters: tables fit the terminal, as query's do
     width = table_width(sys.stdout, args.max_width if args.max_width is not None else load_config().max_width)
-    con = connect(resolve_db_path(args.db), for_sql="")
+    con = connect(existing_db_path(args.db), for_sql="")
     try:
         tables = run(con, args, show_progress=True)
     finally:

@@ -43,6 +43,15 @@ def resolve_db_path(cli_value: str | None = None) -> Path:
     return Path(configured).expanduser() if configured else Path(DEFAULT_DB)
 
 
+def existing_db_path(cli_value: str | None = None) -> Path:
+    """resolve_db_path's answer for commands that read what ingest made (analyze, whatif,
+    advise, diff): a missing file is an error, not a new empty database left behind."""
+    path = resolve_db_path(cli_value)
+    if not path.exists():
+        raise CtdaError(f"no database at {path}; run `ctda-sql ingest` first")
+    return path
+
+
 def connect(path: Path | str, read_only: bool = False, for_sql: str | None = None,
             safe: bool = False, macros_for: str | None = None,
             scratch: bool = False) -> duckdb.DuckDBPyConnection:
