@@ -23,6 +23,8 @@ from ctda_sql.cli.cells import cell_text as _cell
 from ctda_sql.cli.cells import plain_float
 from ctda_sql.cli.tables import table
 from ctda_sql.core.config import FORMATS  # noqa: F401  (the settings file names one)
+from ctda_sql.core.quoting import quote_literal
+from ctda_sql.core.terminal import is_tty
 
 # tables show this many rows unless told otherwise (DuckDB's duckbox shows 40)
 DEFAULT_TABLE_ROWS = 40
@@ -32,14 +34,9 @@ BATCH_ROWS = 2048
 
 def default_format(stream: TextIO) -> str:
     """table for a terminal; csv when the output goes to a pipe or a file, so it streams."""
-    return "table" if _is_tty(stream) else "csv"
+    return "table" if is_tty(stream) else "csv"
 
 
-def _is_tty(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 # ---- cursors (streamed) --------------------------------------------------------------------
@@ -292,7 +289,7 @@ def sql_literal(value) -> str:
         return "{" + ", ".join(f"{sql_literal(str(k))}: {sql_literal(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(sql_literal(v) for v in value) + "]"
-    return "'" + str(value).replace("'", "''") + "'"  # text, dates and times, UUIDs, JSON
+    return quote_literal(str(value))  # text, dates and times, UUIDs, JSON
 
 
 _EXACT = {"json": _write_json_rows, "jsonlines": _write_json_lines, "insert": _write_inserts}
@@ -352,7 +349,7 @@ def table_width(stream: TextIO, max_width: int | None = None) -> int | None:
 
     if max_width is not None:
         return max_width or None
-    if _is_tty(stream):
+    if is_tty(stream):
         return shutil.get_terminal_size().columns
     columns = os.environ.get("COLUMNS", "")
     return int(columns) if columns.isdigit() and int(columns) > 0 else None

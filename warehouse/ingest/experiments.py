@@ -15,6 +15,7 @@ import duckdb
 from ctda_sql.core import sqlfiles
 from ctda_sql.core.connection import duckdb_path
 from ctda_sql.core.errors import CtdaError
+from ctda_sql.core.quoting import quote_identifier, quote_literal
 
 _READERS = {".csv": "read_csv", ".json": "read_json_auto", ".parquet": "read_parquet"}
 
@@ -69,15 +70,6 @@ def _check_unique_runs(con, key: str) -> None:
     if row:
         problem = "is empty in some rows" if row[0] is None else f"repeats the value {row[0]!r}"
         raise CtdaError(f"key column {key!r} {problem}; it must name each run once")
-
-
-def quote_identifier(name: str) -> str:
-    """`name` as a DuckDB identifier: double-quoted, inner quotes doubled."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def quote_literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def check_meta_keys(con: duckdb.DuckDBPyConnection, meta: dict) -> None:
