@@ -86,9 +86,39 @@ def ratio(slow: float | None, fast: float | None) -> str:
 
 
 def print_table(headers: list[str], rows: list[list]) -> None:
+    """Print the table, and keep it in the script's JSON results (write_results_json)."""
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
-    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))
+
+    def line(cells) -> str:
+        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))
+
     print(line(headers))
     print(line(["-" * w for w in widths]))
     for row in rows:
         print(line(row))
+    _TABLES.append(results_table(headers, rows))
+    write_results_json(results_json_path(), _TABLES)
+
+
+# every table this run printed, in order: rewritten whole after each one, so that a benchmark
+# stopped halfway keeps the tables it finished
+_TABLES: list[dict] = []
+
+
+def results_json_path(script: str | None = None) -> Path:
+    """bench/<script>.json, beside RESULTS.md (the script: the one running, by default)."""
+    return BENCH_DIR / f"{Path(script or sys.argv[0]).stem}.json"
+
+
+def results_table(headers: list[str], rows: list[list]) -> dict:
+    """A printed table as JSON: its headers, and each row as {header: cell}."""
+    return {"headers": [str(h) for h in headers],
+            "rows": [dict(zip((str(h) for h in headers), row)) for row in rows]}
+
+
+def write_results_json(path: Path, tables: list[dict], argv: list[str] | None = None) -> None:
+    """The run's results as JSON: its command line, when it ran (UTC) and its tables."""
+    record = {"argv": sys.argv if argv is None else argv,
+              "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "tables": tables}
+    Path(path).write_text(json.dumps(record, indent=1, default=str) + "\n")
