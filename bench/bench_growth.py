@@ -96,7 +96,7 @@ def scenario(name: str):
 
 
 def _builder(rank: int = 0, world_size: int | None = None):
-    from ctda_sql.tracebuilder import TraceBuilder
+    from ctda_sql.testing.tracebuilder import TraceBuilder
 
     return TraceBuilder(rank=rank, world_size=world_size)
 

@@ -1,17 +1,21 @@
 """Run the ctda-sql CLI of another checkout (before/after benchmarks): `python
 bench/run_checkout.py CHECKOUT ARGS...`. A checkout of the one-package layout (issue 36) is
-imported as pyproject.toml's package-dir maps it; an older one from its top-level packages."""
+imported as its own pyproject.toml's package-dir maps it; an older one from its top-level packages."""
 
 from __future__ import annotations
 
 import importlib.abc
 import importlib.util
 import sys
+import tomllib
 from pathlib import Path
 
-# pyproject.toml's [tool.setuptools.package-dir]
-PACKAGE_DIRS = {"ctda_sql": "warehouse", "ctda_sql.udfs": "udfs", "ctda_sql.shell": "ctda_shell",
-                "ctda_sql.sql": "sql", "ctda_sql.queries": "queries"}
+
+def package_dirs(root: Path) -> dict[str, str]:
+    """The checkout's [tool.setuptools.package-dir]: {package: folder} (the layout changed
+    between checkouts: ctda_sql.shell was once ctda_shell/)."""
+    pyproject = tomllib.loads((Path(root) / "pyproject.toml").read_text(encoding="utf-8"))
+    return pyproject["tool"]["setuptools"]["package-dir"]
 
 
 class CheckoutFinder(importlib.abc.MetaPathFinder):
@@ -19,10 +23,11 @@ class CheckoutFinder(importlib.abc.MetaPathFinder):
 
     def __init__(self, root: Path):
         self.root = root
+        self.package_dirs = package_dirs(root)
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname in PACKAGE_DIRS:
-            folder = self.root / PACKAGE_DIRS[fullname]
+        if fullname in self.package_dirs:
+            folder = self.root / self.package_dirs[fullname]
             return importlib.util.spec_from_file_location(fullname, folder / "__init__.py",
                                                           submodule_search_locations=[str(folder)])
         return None

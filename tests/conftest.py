@@ -10,7 +10,7 @@ import pytest
 
 from ctda_sql.shell.entry import main as cli_main
 from ctda_sql.core.connection import connect
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 DATA = Path(__file__).parent / "data"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from ctda_sql.engine.analyze import AnalysisSettings, analyze
 from ctda_sql.core.connection import connect
 from ctda_sql.ingest.load import ingest
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 
 def analyzed(builder: TraceBuilder, folder: Path, settings: AnalysisSettings = AnalysisSettings()):

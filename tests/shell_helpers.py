@@ -6,7 +6,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 
 def write_trace(folder: Path, name: str = "train", rank: int = 0, world_size: int = 1) -> Path:

@@ -16,7 +16,7 @@ import pytest
 from ctda_sql.advice.advise import advise, rule_names
 from ctda_sql.api import Warehouse
 from ctda_sql.core.errors import CtdaError
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 DATA = Path(__file__).parent / "data"
 RULES = {"data_loading", "host_sync", "pageable_memcpy", "launch_bound", "exposed_comm", "straggler",

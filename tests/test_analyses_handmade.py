@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 # newer NCCL names its kernels ncclDevKernel_*: communication all the same

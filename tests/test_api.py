@@ -1,4 +1,4 @@
-"""`from warehouse import Warehouse`: the Python API notebooks use (and the CLI calls)."""
+"""`from ctda_sql import Warehouse`: the Python API notebooks use (and the CLI calls)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_a_borrowed_connection_stays_open(tmp_path):
 
 
 def test_whatif_predicts_from_the_api_and_persists_the_scenario(tmp_path):
-    from ctda_sql.tracebuilder import TraceBuilder
+    from ctda_sql.testing.tracebuilder import TraceBuilder
 
     b = TraceBuilder(rank=0)
     main = b.thread(100, "pt_main_thread")

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 # ---- helpers ----------------------------------------------------------------------------
 

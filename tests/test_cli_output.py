@@ -344,7 +344,7 @@ def test_progress_bars_stay_off_when_stderr_is_not_a_terminal(tmp_path):
 
 
 def _ranks(folder, step_us: tuple[int, ...]):
-    from ctda_sql.tracebuilder import TraceBuilder
+    from ctda_sql.testing.tracebuilder import TraceBuilder
 
     folder.mkdir()
     for rank, dur in enumerate(step_us):
@@ -370,7 +370,7 @@ def test_a_real_kineto_trace_ingests_without_warnings_unless_verbose(run_cli, tm
     from importlib import resources
 
     # every real trace has string pid/tid lanes and flow ends without a start: not worth a warning
-    with resources.as_file(resources.files("warehouse") / "data/nccl.json.gz") as trace:
+    with resources.as_file(resources.files("ctda_sql") / "data/nccl.json.gz") as trace:
         quiet = run_cli("ingest", "-q", str(trace), "--run", "plain")
         verbose = run_cli("ingest", "-q", "--verbose", str(trace), "--run", "plain", "--replace")
     assert quiet.code == 0 and quiet.err == ""

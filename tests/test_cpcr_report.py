@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine_helpers import analyzed
 from ctda_sql.engine.reports import find_report, run_report
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 
 def one_rank_trace() -> TraceBuilder:

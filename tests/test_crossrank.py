@@ -15,7 +15,7 @@ from ctda_sql.engine.analyze import analyze
 from ctda_sql.core.connection import connect
 from ctda_sql.ingest.load import ingest
 from ctda_sql.engine.reports import find_report, run_report
-from ctda_sql.tracebuilder import DEFAULT_BASE_TS, TraceBuilder
+from ctda_sql.testing.tracebuilder import DEFAULT_BASE_TS, TraceBuilder
 
 GLOO = Path(__file__).parent / "data" / "gloo"
 LATE_US = 300.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ctda_sql.core.connection import connect
 from ctda_sql.engine.analyze import analyze
 from ctda_sql.ingest.load import ingest
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 CALLS = 10_200
 WORLD = 2

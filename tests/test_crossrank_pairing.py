@@ -23,7 +23,7 @@ from test_crossrank_parallel import p2p_call
 from ctda_sql.core.connection import connect
 from ctda_sql.engine.analyze import analyze
 from ctda_sql.ingest.load import ingest
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.whatif.replay import whatif
 
 MESSAGES = 3

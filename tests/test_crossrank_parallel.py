@@ -14,7 +14,7 @@ import pytest
 
 from invariants import broken_invariants
 from test_crossrank import analysed_db, report, rows
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 GLOO = Path(__file__).parent / "data" / "gloo"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-DEMO_TRACE = resources.files("warehouse") / "data/demo_trace.json.gz"
-NCCL_TRACE = resources.files("warehouse") / "data/nccl.json.gz"
+DEMO_TRACE = resources.files("ctda_sql") / "data/demo_trace.json.gz"
+NCCL_TRACE = resources.files("ctda_sql") / "data/nccl.json.gz"
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_console_script_demo_runs_clean(db_path):
 
 
 def test_bundled_nccl_trace_ships_with_its_licence():
-    licence = resources.files("warehouse") / "data/LICENSE-HTA"
+    licence = resources.files("ctda_sql") / "data/LICENSE-HTA"
     assert "MIT License" in licence.read_text() and len(NCCL_TRACE.read_bytes()) < 1_000_000
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from ctda_sql.core.dialect import to_duckdb
 from ctda_sql.core.errors import CtdaError
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 STEPS = {"steps": {"step": "BIGINT", "dur_us": "DOUBLE"}}
 

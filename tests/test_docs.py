@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import runpy
 from pathlib import Path
 
 import pytest
@@ -76,9 +77,9 @@ def test_every_documented_dot_command_exists():
 
 
 def test_the_shell_doc_table_is_generated_from_the_registry():
-    from ctda_sql.shell.docs import with_generated_table
+    with_generated_table = runpy.run_path(str(ROOT / "scripts" / "shell_docs.py"))["with_generated_table"]
 
-    assert with_generated_table(SHELL_DOC) == SHELL_DOC, "run `python -m ctda_sql.shell.docs` and commit docs/shell.md"
+    assert with_generated_table(SHELL_DOC) == SHELL_DOC, "run `python scripts/shell_docs.py` and commit docs/shell.md"
 
 
 @pytest.mark.parametrize("subcommand, dot", [("ingest", ".ingest"), ("analyze", ".analyze")])
@@ -111,7 +112,7 @@ def test_the_docs_python_sessions_run_as_written(doc, tmp_path, monkeypatch):
 
     sessions = _python_sessions((ROOT / doc).read_text(encoding="utf-8"))
     assert sessions, f"{doc} has no >>> session"
-    shutil.copy(resources.files("warehouse") / "data/nccl.json.gz", tmp_path / "nccl.json.gz")
+    shutil.copy(resources.files("ctda_sql") / "data/nccl.json.gz", tmp_path / "nccl.json.gz")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CTDA_DB", raising=False)
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE

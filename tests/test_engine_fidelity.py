@@ -9,7 +9,7 @@ import pytest
 from engine_helpers import analyzed, cpcr, path_event_names, path_labels, remainder
 from invariants import broken_invariants
 from ctda_sql.engine.analyze import AnalysisSettings
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 
 def counted_by_step(con, method: str = "ctda") -> dict[int, float]:

@@ -6,7 +6,7 @@ import pytest
 
 from engine_helpers import analyzed, cpcr, path_event_names, path_labels
 from ctda_sql.engine.analyze import AnalysisSettings
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 
 def figure1_trace() -> TraceBuilder:

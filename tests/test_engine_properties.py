@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from engine_helpers import analyzed
 from invariants import broken_invariants
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 OP_NAMES = ("aten::linear", "aten::relu", "aten::mse_loss", "aten::add_", "enumerate(DataLoader)#next")
 

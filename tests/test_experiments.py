@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 
 def _trace(tmp_path, name: str, world_size: int | None = None):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ctda_sql.api import Warehouse
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 SHAPED = Path(__file__).parent / "data" / "shaped"
 METHODS = ("ctda", "per_thread", "cross_rank")

@@ -8,7 +8,7 @@ import pytest
 from engine_helpers import analyzed, path_event_names, remainder
 from invariants import broken_invariants
 from ctda_sql.engine.analyze import AnalysisSettings
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 

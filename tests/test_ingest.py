@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 
 def fetch(db_path: Path, sql: str, params: list | None = None) -> list[tuple]:

@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 import ctda_sql.core.transaction
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.core.transaction import Interrupted, transaction
 
 from test_bad_input import console_script

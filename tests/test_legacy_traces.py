@@ -13,7 +13,7 @@ import pytest
 from ctda_sql.core.connection import connect
 from ctda_sql.engine.analyze import analyze
 from ctda_sql.ingest.load import ingest
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.whatif.changes import Scale, Scenario
 from ctda_sql.whatif.replay import whatif
 

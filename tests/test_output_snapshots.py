@@ -34,7 +34,7 @@ _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?")
 @pytest.fixture(scope="session")
 def demo_warehouse(tmp_path_factory):
     db = tmp_path_factory.mktemp("snapshots") / "demo.duckdb"
-    trace = resources.files("warehouse") / "data/nccl.json.gz"
+    trace = resources.files("ctda_sql") / "data/nccl.json.gz"
     with resources.as_file(trace) as path, Warehouse(db) as wh:
         wh.ingest([path], run=RUN)
         wh.analyze(run=RUN)

@@ -31,6 +31,16 @@ def test_the_wheel_holds_one_import_package(wheel):
     assert {top for top in tops if not top.endswith(".dist-info")} == {"ctda_sql"}
 
 
+def test_the_wheel_carries_every_module(wheel):
+    """pyproject.toml lists the subpackages one by one: a folder left off that list is not shipped."""
+    from test_layers import package_modules
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    missing = [module for module, path in package_modules().items()
+               if "/".join(module.split(".")) + ("/__init__.py" if path.name == "__init__.py" else ".py") not in names]
+    assert missing == []
+
+
 def test_the_wheel_carries_every_sql_file_and_the_demo_trace(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for folder, package in (("sql", "ctda_sql/sql"), ("queries", "ctda_sql/queries")):

@@ -16,7 +16,7 @@ from ctda_sql.core.errors import CtdaError
 from ctda_sql.engine.analyze import analyze
 from ctda_sql.engine.reports import find_report, run_report
 from ctda_sql.ingest.load import ingest
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 DATA = Path(__file__).parent / "data"
 STEPS = 3

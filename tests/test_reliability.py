@@ -16,7 +16,7 @@ import pytest
 
 from test_bad_input import console_script
 from test_interrupts import busy_trace
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.ingest.traceio import remove_abandoned_parse_folders
 
 EPOCH_NS = 1_700_000_000_000_000_000

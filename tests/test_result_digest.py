@@ -169,7 +169,7 @@ def test_random_windows_keep_their_segments():
 def test_an_event_overlapping_its_parent_keeps_the_segments(tmp_path, overlap_at):
     """One step on one thread: 20 ops each holding a child, one child running past its
     parent's end (the shape of issue 32's slow production node)."""
-    from ctda_sql.tracebuilder import TraceBuilder
+    from ctda_sql.testing.tracebuilder import TraceBuilder
 
     builder = TraceBuilder(rank=0)
     main = builder.thread(100, "pt_main_thread")
@@ -221,7 +221,7 @@ def framed_trace(rng: random.Random, steps: int = 3):
     (stream switches make nodes), some holding a blocking sync (wait-return nodes), and python
     frames on a coarse grid of instants: starting and ending on node bounds, of zero length,
     at one instant twice, spanning several nodes, outside every node."""
-    from ctda_sql.tracebuilder import TraceBuilder
+    from ctda_sql.testing.tracebuilder import TraceBuilder
 
     builder = TraceBuilder(rank=0)
     main = builder.thread(100, "pt_main_thread")
@@ -451,7 +451,7 @@ def collective_job(rng: random.Random, folder: Path, ranks: int, steps: list[tup
     gate of the cross-rank path where a rank arrived more than 50 us late). The ops before the
     calls launch a kernel at random and arrivals jitter by 0-3 us. A step ends at its last
     call's end, or where an NCCL call returns: its kernels run into the next step."""
-    from ctda_sql.tracebuilder import TraceBuilder
+    from ctda_sql.testing.tracebuilder import TraceBuilder
 
     folder.mkdir(parents=True, exist_ok=True)
     meta = {"Collective name": "allreduce", "In msg nelems": 256, "Out msg nelems": 256, "dtype": "Float",
@@ -609,7 +609,7 @@ def handoff_trace(rng: random.Random, steps: int = 4):
     kernel without metadata launched inside nested nccl: annotations (some sharing their
     bounds), and the main thread idle until a loader thread's op ends (at the resume, or up
     to 5 ms before)."""
-    from ctda_sql.tracebuilder import TraceBuilder
+    from ctda_sql.testing.tracebuilder import TraceBuilder
 
     builder = TraceBuilder(rank=0)
     main, loader = builder.thread(100, "pt_main_thread"), builder.thread(200, "loader")

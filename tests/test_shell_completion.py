@@ -10,7 +10,7 @@ from prompt_toolkit.document import Document
 from ctda_sql.shell.app import open_state
 from ctda_sql.shell.catalog import Catalog
 from ctda_sql.shell.completion import WarehouseCompleter
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 
 @pytest.fixture(scope="module")

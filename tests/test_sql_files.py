@@ -15,7 +15,7 @@ import sqlglot
 from sqlglot import exp
 
 from ctda_sql.engine.reports import bundled_reports, run_report
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 
 # Parameters whose default (NULL) the report refuses; values name the small warehouse's runs.
 REQUIRED_PARAMS = {"run_diff": {"run_a": "small", "run_b": "second"},

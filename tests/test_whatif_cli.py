@@ -152,7 +152,7 @@ def test_a_world_of_one_rank_moves_no_bytes_on_the_gloo_run(straggler_db):
 
 def test_a_run_whose_only_step_has_no_nodes_replays_as_measured(tmp_path, run_cli):
     """Issue 35 #22: a step the engine drew no node for was an IndexError in _lengths."""
-    from ctda_sql.tracebuilder import TraceBuilder
+    from ctda_sql.testing.tracebuilder import TraceBuilder
 
     builder = TraceBuilder(rank=0, world_size=1)
     builder.step(1, builder.thread(100, "pt_main_thread"), 0, 1_000)

@@ -18,7 +18,7 @@ import pytest
 
 from test_crossrank import GLOO, analysed_db, collective, job
 from test_whatif_cluster import shared_link
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.whatif import graph, replay
 from ctda_sql.whatif.changes import Scale, Scenario
 from ctda_sql.whatif.cluster import whatif_cluster

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from engine_helpers import analyzed
 from invariants import broken_invariants
 from test_engine_properties import OP_NAMES, StepSimulator, action
-from ctda_sql.tracebuilder import TraceBuilder
+from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.whatif.replay import Scale, Scenario, whatif
 
 shrink = st.builds(Scale, st.sampled_from(OP_NAMES + ("kernel_*", "*", "Memcpy*", "cudaDeviceSynchronize")),

@@ -69,7 +69,7 @@ def resolve_methods(method: str | list[str]) -> list[str]:
     return names
 
 
-def _run_id(con, run: str | None) -> int | None:
+def run_id_or_all(con, run: str | None) -> int | None:
     """The run_id of `run` (core.runs.run_id_of's lookup and error); None for every run."""
     return None if run is None else run_id_of(con, run)[0]
 
@@ -101,7 +101,7 @@ def analyze(
 ) -> str:
     """Materialize nodes, edges and critical_path; returns a one-paragraph summary."""
     methods = resolve_methods(method)
-    run_id = _run_id(con, run)
+    run_id = run_id_or_all(con, run)
     with transaction(con):
         counts = run_stages(con, run_id, methods, window_prefix, show_progress, settings)
         summary = summary_text(counts) + crossrank.analyze_cross_rank(con, run_id, methods)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctda_sql.core import sqlfiles
-from ctda_sql.export.figures import _distinct, _ms, shown
+from ctda_sql.export.figures import distinct_labels, shown, to_ms
 
 ADVICE_TEXT = ("The findings of the run's last `ctda-sql advise`, ranked by the saving the what-if replay "
                "predicts for each fix (the median over steps), then the causal profile: for the largest "
@@ -50,13 +50,13 @@ def profile_figure(profile: dict):
     """Per region: its time on the path, and the replay's saving at half and at zero time."""
     import plotly.graph_objects as go
 
-    labels = _distinct([f"{shown(k)} · {shown(label, 50)}" + (f" (rank {int(r)})" if r is not None else "")
+    labels = distinct_labels([f"{shown(k)} · {shown(label, 50)}" + (f" (rank {int(r)})" if r is not None else "")
                         for k, label, r in zip(profile["kind"], profile["label"], _ranks(profile))])
     fig = go.Figure()
     for column, name, color in (("path_us", "time on the path", "#7f7f7f"),
                                 ("saving_at_half_us", "saving at half its time", "#9ecae1"),
                                 ("saving_at_zero_us", "saving at no time", "#3182bd")):
-        fig.add_trace(go.Bar(y=labels, x=_ms(profile[column]), name=name, orientation="h", marker_color=color,
+        fig.add_trace(go.Bar(y=labels, x=to_ms(profile[column]), name=name, orientation="h", marker_color=color,
                              hovertemplate="%{x:.3f} ms<extra>%{fullData.name}</extra>"))
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_layout(barmode="group", height=max(300, 60 * len(labels) + 120), xaxis_title="ms per step")

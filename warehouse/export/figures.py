@@ -40,7 +40,8 @@ def _subplots(titles: tuple[str, ...], **kwargs):
     return make_subplots(rows=1, cols=len(titles), subplot_titles=titles, **kwargs)
 
 
-def _ms(values) -> np.ndarray:
+def to_ms(values) -> np.ndarray:
+    """Microseconds as milliseconds, the unit every chart shows."""
     return np.asarray(values, dtype=float) / 1000.0
 
 
@@ -62,7 +63,7 @@ def cpcr_figure(cpcr: dict):
         labels = [f"rank {r} · step {s}" for r, s in zip(cpcr["rank"][rows], cpcr["step"][rows])]
         for key, name, color in STEP_SPLIT:
             fig.add_trace(go.Bar(
-                x=labels, y=_ms(cpcr[key][rows]), name=name, marker_color=color,
+                x=labels, y=to_ms(cpcr[key][rows]), name=name, marker_color=color,
                 legendgroup=key, showlegend=column == 1,
                 text=[f"CPCR {v:.2f}" for v in cpcr["cpcr"][rows]] if key == "path_us" else None,
                 textposition="inside", hovertemplate=f"{name}: %{{y:.2f}} ms<extra>%{{x}}</extra>",
@@ -95,8 +96,8 @@ def hotspots_figure(hot: dict):
         for phase in dict.fromkeys(phases.tolist()):
             mine = phases == phase
             fig.add_trace(go.Bar(
-                y=_distinct([f"{shown(phase)} · {shown(n, 48)}" for n in names[mine]]),
-                x=_ms(hot["path_us"][rows][mine]),
+                y=distinct_labels([f"{shown(phase)} · {shown(n, 48)}" for n in names[mine]]),
+                x=to_ms(hot["path_us"][rows][mine]),
                 orientation="h", name=shown(phase), marker_color=PHASE_COLORS.get(phase, "#7f7f7f"),
                 legendgroup=phase, showlegend=row == 1,
                 customdata=np.stack([_shown_all(names[mine]), hot["share_of_path"][rows][mine]], axis=-1),
@@ -121,7 +122,7 @@ def shown(value, width: int | None = None) -> str:
     return html.escape(text if width is None else _short(text, width), quote=False)
 
 
-def _distinct(labels: list[str]) -> list[str]:
+def distinct_labels(labels: list[str]) -> list[str]:
     """Category labels made distinct: two long names cut to the same prefix would share one
     bar (`void cudnn::bn_bw_1C11_kernel_new<float, float,…` twice)."""
     seen: dict[str, int] = {}
@@ -144,7 +145,7 @@ def gantt_figure(nodes: dict, edges: dict):
 
     fig = go.Figure()
     origin = float(np.min(nodes["start_us"])) if len(nodes["start_us"]) else 0.0
-    start, length = _ms(nodes["start_us"] - origin), _ms(nodes["end_us"] - nodes["start_us"])
+    start, length = to_ms(nodes["start_us"] - origin), to_ms(nodes["end_us"] - nodes["start_us"])
     lane_text = _shown_all(nodes["lane"])  # a thread's role or id comes from the trace
     lanes = {int(n): lane for n, lane in zip(nodes["node_id"].tolist(), lane_text.tolist())}
     hover = np.stack([_shown_all(nodes["label"]), _shown_all(nodes["phase"]), length], axis=-1)
@@ -180,7 +181,7 @@ def gantt_figure(nodes: dict, edges: dict):
 def _segments(edges: dict, mask, lanes: dict, origin: float) -> tuple[list, list]:
     """x and y of line segments (None between them) from each source lane to its target lane."""
     src, dst = edges["src"][mask].tolist(), edges["dst"][mask].tolist()
-    x0, x1 = _ms(edges["from_us"][mask] - origin).tolist(), _ms(edges["to_us"][mask] - origin).tolist()
+    x0, x1 = to_ms(edges["from_us"][mask] - origin).tolist(), to_ms(edges["to_us"][mask] - origin).tolist()
     xs, ys = [], []
     for a, b, s, d in zip(x0, x1, src, dst):
         if s in lanes and d in lanes:
@@ -197,7 +198,7 @@ def composition_figure(by_phase: dict):
     labels = np.array([f"{m} · rank {r}" for m, r in zip(by_phase["method"], by_phase["rank"])], dtype=object)
     for phase in sorted(set(by_phase["phase"].tolist())):
         mine = by_phase["phase"] == phase
-        fig.add_trace(go.Bar(x=labels[mine], y=_ms(by_phase["path_us"][mine]), name=shown(phase),
+        fig.add_trace(go.Bar(x=labels[mine], y=to_ms(by_phase["path_us"][mine]), name=shown(phase),
                              marker_color=PHASE_COLORS.get(phase, "#7f7f7f"),
                              hovertemplate="%{fullData.name}: %{y:.2f} ms<extra>%{x}</extra>"))
     fig.update_layout(barmode="stack", yaxis_title="ms on the path (all steps)")
@@ -214,7 +215,7 @@ def step_time_figure(steps: dict):
         mine = steps["rank"] == rank
         order = np.argsort(steps["step"][mine])
         fig.add_trace(go.Bar(x=[f"step {s}" for s in steps["step"][mine][order]],
-                             y=_ms(steps["window_us"][mine][order]), name=f"rank {rank}",
+                             y=to_ms(steps["window_us"][mine][order]), name=f"rank {rank}",
                              hovertemplate="%{y:.2f} ms<extra>%{x}</extra>"))
     fig.update_layout(barmode="group", height=380, yaxis_title="step time, ms")
     return fig
@@ -226,9 +227,9 @@ def whatif_steps_figure(scenarios: dict):
 
     names = [shown(s, 60) for s in scenarios["scenario"]]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=names, y=_ms(scenarios["measured_us"]), name="measured", marker_color="#7f7f7f",
+    fig.add_trace(go.Bar(x=names, y=to_ms(scenarios["measured_us"]), name="measured", marker_color="#7f7f7f",
                          hovertemplate="measured %{y:.2f} ms<extra>%{x}</extra>"))
-    fig.add_trace(go.Bar(x=names, y=_ms(scenarios["predicted_us"]), name="predicted", marker_color="#2ca02c",
+    fig.add_trace(go.Bar(x=names, y=to_ms(scenarios["predicted_us"]), name="predicted", marker_color="#2ca02c",
                          text=[f"{v:.2f}x" for v in scenarios["speedup"]], textposition="outside",
                          customdata=np.stack([_shown_all(scenarios["changes"]), scenarios["steps"]], axis=-1),
                          hovertemplate="predicted %{y:.2f} ms over %{customdata[1]} step(s)<br>"
@@ -246,9 +247,9 @@ def whatif_path_figure(changes: dict):
         mine = changes["scenario"] == scenario
         fig.add_trace(go.Bar(
             y=[f"{shown(scenario, 24)} · {shown(label, 40)}" for label in changes["label"][mine]],
-            x=_ms(changes["change_us"][mine]), orientation="h", name=shown(scenario, 60),
-            customdata=np.stack([_shown_all(changes["label"][mine]), _ms(changes["measured_us"][mine]),
-                                 _ms(changes["predicted_us"][mine])], axis=-1),
+            x=to_ms(changes["change_us"][mine]), orientation="h", name=shown(scenario, 60),
+            customdata=np.stack([_shown_all(changes["label"][mine]), to_ms(changes["measured_us"][mine]),
+                                 to_ms(changes["predicted_us"][mine])], axis=-1),
             hovertemplate="%{customdata[0]}<br>on the measured path %{customdata[1]:.2f} ms, "
                           "on the predicted path %{customdata[2]:.2f} ms<extra></extra>"))
     fig.update_yaxes(autorange="reversed", automargin=True)
@@ -262,8 +263,8 @@ def diff_figure(rows: list[dict], unexplained_us: float):
     then the remainder off the path: red where run B spends more, green where it spends less."""
     import plotly.graph_objects as go
 
-    labels = _distinct([f"{shown(r['kind'])} · {shown(r['label'], 50)}" for r in rows] + ["not on the path"])
-    deltas = _ms([r["delta_us"] for r in rows] + [unexplained_us])
+    labels = distinct_labels([f"{shown(r['kind'])} · {shown(r['label'], 50)}" for r in rows] + ["not on the path"])
+    deltas = to_ms([r["delta_us"] for r in rows] + [unexplained_us])
     colors = ["#d62728" if d > 0 else "#2ca02c" for d in deltas[:-1]] + ["#7f7f7f"]
     notes = [f"{shown(r['label'])}<br>{r['a_us'] / 1000:.3f} → {r['b_us'] / 1000:.3f} ms" for r in rows]
     fig = go.Figure(go.Bar(y=labels, x=deltas, orientation="h", marker_color=colors,
@@ -281,7 +282,7 @@ def waits_figure(waits: dict):
     fig = go.Figure()
     for rank in sorted(set(waits["waited_for_rank"].tolist())):
         mine = waits["waited_for_rank"] == rank
-        fig.add_trace(go.Bar(x=[f"step {s}" for s in waits["step"][mine]], y=_ms(waits["wait_us"][mine]),
+        fig.add_trace(go.Bar(x=[f"step {s}" for s in waits["step"][mine]], y=to_ms(waits["wait_us"][mine]),
                              name=f"waited for rank {rank}", customdata=waits["collectives"][mine],
                              hovertemplate="%{y:.2f} ms over %{customdata} collective(s)"
                                            "<extra>%{fullData.name}</extra>"))
@@ -298,12 +299,12 @@ def skew_figure(skew: dict):
     for rank in sorted(set(skew["last_rank"].tolist())):
         mine = skew["last_rank"] == rank
         fig.add_trace(go.Scatter(
-            x=_ms(skew["since_first_us"][mine]), y=_ms(skew["skew_us"][mine]), mode="markers",
+            x=to_ms(skew["since_first_us"][mine]), y=to_ms(skew["skew_us"][mine]), mode="markers",
             name=f"rank {rank} arrived last", marker={"size": 8},
             customdata=np.stack([_shown_all(skew["name"][mine]), _shown_all(skew["pg"][mine]),
                                  skew["seq"][mine], skew["step"][mine],
                                  np.nan_to_num(skew["bytes"][mine].astype(float), nan=-1),
-                                 _ms(skew["total_wait_us"][mine])], axis=-1),
+                                 to_ms(skew["total_wait_us"][mine])], axis=-1),
             hovertemplate="%{customdata[0]} (group %{customdata[1]}, call %{customdata[2]}, step "
                           "%{customdata[3]})<br>skew %{y:.3f} ms, %{customdata[5]:.3f} ms waited in all"
                           "<br>%{customdata[4]:,} bytes<extra>%{fullData.name}</extra>"))
@@ -321,9 +322,9 @@ def cross_rank_path_figure(path: dict):
 
     fig = go.Figure()
     origin = float(np.min(path["start_us"]))
-    start, length = _ms(path["start_us"] - origin), _ms(path["end_us"] - path["start_us"])
+    start, length = to_ms(path["start_us"] - origin), to_ms(path["end_us"] - path["start_us"])
     lanes = np.array([f"rank {r}" for r in path["node_rank"].tolist()], dtype=object)
-    hover = np.stack([_shown_all(path["label"]), _shown_all(path["phase"]), _ms(path["counted_us"]),
+    hover = np.stack([_shown_all(path["label"]), _shown_all(path["phase"]), to_ms(path["counted_us"]),
                       path["seq"]], axis=-1)
     for phase in dict.fromkeys(path["phase"].tolist()):
         mine = path["phase"] == phase
@@ -357,7 +358,7 @@ def temporal_figure(rows: dict):
     labels = [f"rank {r}" for r in rows["rank"]]
     for key, name, color in (("compute_us", "compute", "#2ca02c"), ("non_compute_us", "non-compute "
                              "(communication, memory)", "#d62728"), ("idle_us", "idle", "#c7c7c7")):
-        fig.add_trace(go.Bar(x=labels, y=_ms(rows[key]), name=name, marker_color=color,
+        fig.add_trace(go.Bar(x=labels, y=to_ms(rows[key]), name=name, marker_color=color,
                              hovertemplate=f"{name}: %{{y:.2f}} ms<extra>%{{x}}</extra>"))
     fig.update_layout(barmode="stack", yaxis_title="GPU time, ms")
     _legend_above(fig, 380)
@@ -372,7 +373,7 @@ def idle_figure(rows: dict):
     labels = np.array([f"rank {r} · stream {s}" for r, s in zip(rows["rank"], rows["stream"])], dtype=object)
     for category in sorted(set(rows["category"].tolist())):
         mine = rows["category"] == category
-        fig.add_trace(go.Bar(x=labels[mine], y=_ms(rows["idle_us"][mine]), name=shown(category),
+        fig.add_trace(go.Bar(x=labels[mine], y=to_ms(rows["idle_us"][mine]), name=shown(category),
                              customdata=rows["ratio"][mine],
                              hovertemplate="%{fullData.name}: %{y:.2f} ms (%{customdata:.1%} of idle)"
                                            "<extra>%{x}</extra>"))
@@ -389,8 +390,8 @@ def kernel_figure(rows: dict):
     for kind in dict.fromkeys(rows["kernel_type"].tolist()):
         mine = rows["kernel_type"] == kind
         fig.add_trace(go.Bar(
-            y=_distinct([f"{shown(kind)} · {shown(n, 48)}" for n in rows["name"][mine]]),
-            x=_ms(rows["total_us"][mine]),
+            y=distinct_labels([f"{shown(kind)} · {shown(n, 48)}" for n in rows["name"][mine]]),
+            x=to_ms(rows["total_us"][mine]),
             orientation="h", name=shown(kind),
             customdata=np.stack([_shown_all(rows["name"][mine]), rows["kernel_count"][mine],
                                  rows["share_pct"][mine]], axis=-1),
@@ -408,7 +409,7 @@ def overlap_figure(rows: dict):
 
     fig = go.Figure(go.Bar(
         x=[f"rank {r}" for r in rows["rank"]], y=rows["overlap_pct"], name="overlapped",
-        customdata=np.stack([_ms(rows["communication_us"]), _ms(rows["overlapped_us"])], axis=-1),
+        customdata=np.stack([to_ms(rows["communication_us"]), to_ms(rows["overlapped_us"])], axis=-1),
         hovertemplate="%{y:.1f}% overlapped: %{customdata[1]:.2f} of %{customdata[0]:.2f} ms"
                       "<extra>%{x}</extra>"))
     fig.update_layout(height=340, yaxis_title="% of communication overlapped", yaxis_range=[0, 100])

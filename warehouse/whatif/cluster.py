@@ -313,7 +313,7 @@ def cluster_scenario(con, spec: ClusterSpec, run: str | None = None, world_size:
                      allreduce: str | None = None, scales: tuple[Scale, ...] = ()) -> ClusterScenario:
     """The scenario of a projection onto `spec`: every collective of the run with its simulated
     time (SimGrid runs here, before any replay), and compute at the devices' speeds."""
-    from ctda_sql.engine.analyze import _run_id
+    from ctda_sql.engine.analyze import run_id_or_all
 
     algorithm = allreduce or "ring"
     if algorithm not in ALLREDUCE:
@@ -325,7 +325,7 @@ def cluster_scenario(con, spec: ClusterSpec, run: str | None = None, world_size:
             raise CtdaError(f"--world-size {world_size} with --cluster: a collective of one rank crosses no "
                             "network; give 2 or more")
         check_simulated_ranks(world_size)
-    run_id = _run_id(con, run)
+    run_id = run_id_or_all(con, run)
     instances = con.execute(
         "SELECT run_id, pg, seq, any_value(name), max(bytes), max(len(group_ranks)), any_value(group_ranks) "
         "FROM collective_instances WHERE ($run_id IS NULL OR run_id = $run_id) AND bytes IS NOT NULL "

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from ctda_sql.core import sqlfiles
-from ctda_sql.engine.analyze import _run_id
+from ctda_sql.engine.analyze import run_id_or_all
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.core.transaction import transaction
 from ctda_sql.whatif.changes import Scale, Scenario  # noqa: F401  (part of this module's API)
@@ -76,7 +76,7 @@ def whatif_many(con: duckdb.DuckDBPyConnection, scenarios: list[tuple[str | None
         raise CtdaError("--top must be 0 or more")
     for _, scenario in scenarios:
         scenario.validate()
-    params = {"run_id": _run_id(con, run), "rank": rank, "step": step,
+    params = {"run_id": run_id_or_all(con, run), "rank": rank, "step": step,
               "all_ranks": bool(coupled and rank is not None), "coupled": bool(coupled),
               "queue_wait_us": QUEUE_WAIT_US, "queue_share": QUEUE_SHARE}
     results = []
