@@ -1,4 +1,4 @@
--- Descriptions of every warehouse table and column (DESIGN.md's contract), shown by `.schema
+-- Descriptions of every warehouse table and column (the contract, sql/schema/), shown by `.schema
 -- TABLE`, in completion and by any DuckDB client (duckdb_tables(), duckdb_columns()).
 -- Applied when the database is created or a described column has none (warehouse/core/connection.py,
 -- PUBLIC_TABLES); tests/test_column_comments.py fails for a table or column left without one.

@@ -1,4 +1,4 @@
-"""Every table and column of the warehouse (DESIGN.md's contract) carries a description that
+"""Every table and column of the warehouse (sql/schema/, the contract) carries a description that
 `.schema TABLE` and any DuckDB client show: a table or column added without a COMMENT in
 sql/comments.sql fails here."""
 

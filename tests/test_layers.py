@@ -37,8 +37,8 @@ OLD_NAMES = {"warehouse", "ctda_shell", "udfs", "sql", "queries"}
 
 def package_folders() -> dict[str, str]:
     """{folder: package}, as pyproject.toml maps them (the one place the mapping is written)."""
-    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-dir"]
-    return {folder: package for package, folder in package_dir.items()}
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return {folder: package for package, folder in pyproject["tool"]["setuptools"]["package-dir"].items()}
 
 
 def package_modules() -> dict[str, Path]:
@@ -205,3 +205,17 @@ def test_importing_the_cli_does_not_load_the_shell(tmp_path):
 @pytest.mark.parametrize("layer", ["shell", "cli", "api", "export", "whatif", "lake", "engine", "ingest", "core", "udfs"])
 def test_each_layer_exists(layer):
     assert any(layer_of(module) == layer for module in package_modules())
+
+
+def test_architecture_md_names_every_subpackage_and_public_table():
+    """ARCHITECTURE.md is how a newcomer finds a module from its import path and a table from
+    the stage that makes it: a subpackage or a schema table it leaves out fails here."""
+    import re
+
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    subpackages = {module for module, path in package_modules().items()
+                   if path.name == "__init__.py" and module.count(".") == 1}
+    schema = "\n".join(path.read_text(encoding="utf-8")
+                       for path in [ROOT / "sql" / "schema.sql", *(ROOT / "sql" / "schema").glob("*.sql")])
+    tables = set(re.findall(r"CREATE (?:OR REPLACE )?(?:TABLE|VIEW) (?:IF NOT EXISTS )?(\w+)", schema))
+    assert {name for name in subpackages | tables if f"`{name}`" not in text} == set()

@@ -1,9 +1,9 @@
 -- One step per ProfilerStep#N annotation of one trace; a trace without any gets one
 -- step (number 0) spanning all of its timed events.
--- Steps partition the rank's timeline (DESIGN.md step 1): step N runs from its start to the
--- start of step N+1, so no microsecond belongs to two steps; the last step runs to the later
--- of its annotation's end and the end of the device work launched inside it. The
--- annotation's own end stays in `events` (steps.event_id).
+-- Steps partition the rank's timeline (docs/method.md, "Windows partition the timeline"):
+-- step N runs from its start to the start of step N+1, so no microsecond belongs to two
+-- steps; the last step runs to the later of its annotation's end and the end of the device
+-- work launched inside it. The annotation's own end stays in `events` (steps.event_id).
 INSERT INTO steps
 WITH marks AS (
     SELECT

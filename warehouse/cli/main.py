@@ -1,5 +1,5 @@
 """The `ctda-sql` command line: ingest, analyze, report, query, meta, demo (and the shell,
-which the ctda_shell package plugs in, so this layer never imports it)."""
+which ctda_sql.shell plugs in, so this layer never imports it)."""
 
 from __future__ import annotations
 
