@@ -136,19 +136,37 @@ WHERE g.cpu_node IS NOT NULL;
 
 -- Carry-in: GPU work of earlier windows still running when a window starts, and work
 -- launched before profiling began (no CPU event carries its correlation) that runs in the
--- rank's first window, wherever in it it starts.
+-- rank's first window, wherever in it it starts. A stream's carry-in is one node per run of
+-- its ops, split as a window's own GPU nodes are where an op waited on another stream, and
+-- around each NCCL kernel, a node of its own: merged, the rank a collective waited for and
+-- the work that waited on it hid in one long node (issue 42: 9 receives of pipeline_nccl).
 CREATE OR REPLACE TEMP TABLE cp_carry_ops AS
 WITH first_windows AS (
     SELECT run_id, rank, min(start_us) AS first_start_us FROM cp_windows GROUP BY ALL
+),
+carried AS (
+    SELECT w.run_id, w.rank, w.step, g.event_id, g.stream, g.ts_us, g.end_us, g.name, g.cat, g.phase,
+           is_collective_kernel(g.name) AS collective
+    FROM cp_windows AS w
+    JOIN first_windows AS f ON f.run_id = w.run_id AND f.rank = w.rank
+    JOIN cp_gpu_in_window AS g
+        ON g.run_id = w.run_id AND g.rank = w.rank AND g.end_us > w.start_us AND g.ts_us < w.end_us
+       AND (g.launch_start_us < w.start_us
+            OR (g.launch_start_us IS NULL AND g.ts_us < w.start_us)
+            OR (g.correlation IS NOT NULL AND NOT g.has_traced_launch AND w.start_us = f.first_start_us))
+),
+bounded AS (
+    SELECT c.*,
+           c.collective OR coalesce(lag(c.collective) OVER s, false) OR w.target_event_id IS NOT NULL AS opens_node
+    FROM carried AS c
+    LEFT JOIN (SELECT DISTINCT run_id, rank, target_event_id FROM cp_stream_waits) AS w
+        ON w.run_id = c.run_id AND w.rank = c.rank AND w.target_event_id = c.event_id
+    WINDOW s AS (PARTITION BY c.run_id, c.rank, c.step, c.stream ORDER BY c.ts_us, c.event_id)
 )
-SELECT w.run_id, w.rank, w.step, g.event_id, g.stream, g.ts_us, g.end_us, g.name, g.cat, g.phase
-FROM cp_windows AS w
-JOIN first_windows AS f ON f.run_id = w.run_id AND f.rank = w.rank
-JOIN cp_gpu_in_window AS g
-    ON g.run_id = w.run_id AND g.rank = w.rank AND g.end_us > w.start_us AND g.ts_us < w.end_us
-   AND (g.launch_start_us < w.start_us
-        OR (g.launch_start_us IS NULL AND g.ts_us < w.start_us)
-        OR (g.correlation IS NOT NULL AND NOT g.has_traced_launch AND w.start_us = f.first_start_us));
+SELECT run_id, rank, step, event_id, stream, ts_us, end_us, name, cat, phase,
+       sum(opens_node::INTEGER) OVER (
+           PARTITION BY run_id, rank, step, stream ORDER BY ts_us, event_id) AS split_no
+FROM bounded;
 
 -- gloo executions (cp_comm_ops) with the window that holds their start: each is a CPU node of
 -- its worker thread, communication whatever the phase rules say (it is a collective's run).
@@ -174,9 +192,9 @@ WITH all_nodes AS (
     GROUP BY run_id, rank, step, cpu_node, stream, split_no
     UNION ALL
     SELECT run_id, rank, step, 'gpu', coalesce(arg_min(phase, ts_us), 'Other'), stream, NULL, NULL,
-           min(ts_us), max(end_us), true, arg_min(name, ts_us), false, NULL, NULL, NULL, NULL, NULL
+           min(ts_us), max(end_us), true, arg_min(name, ts_us), false, NULL, NULL, NULL, split_no, NULL
     FROM cp_carry_ops
-    GROUP BY run_id, rank, step, stream
+    GROUP BY run_id, rank, step, stream, split_no
     UNION ALL
     SELECT run_id, rank, step, 'cpu', 'Communication', NULL, tid, pid, ts_us, end_us, false, name, false,
            NULL, NULL, NULL, NULL, event_id

@@ -10,7 +10,7 @@ WHERE n.kind = 'gpu' AND NOT n.carry_in
 UNION ALL
 SELECT n.run_id, n.rank, n.step, n.node_id, c.event_id, c.name, c.cat, c.ts_us, c.end_us
 FROM cp_nodes AS n
-JOIN cp_carry_ops AS c USING (run_id, rank, step, stream)
+JOIN cp_carry_ops AS c USING (run_id, rank, step, stream, split_no)
 WHERE n.carry_in;
 
 -- Every blocking sync, its scope, and the wait-return node that waited behind it.

@@ -125,7 +125,7 @@ WITH kernels AS MATERIALIZED (
         ON l.run_id = g.run_id AND l.rank = g.rank AND l.correlation = g.correlation
        AND l.ph = 'X' AND is_runtime_category(l.cat)
     WHERE g.run_id IN (SELECT run_id FROM cr_runs) AND g.ph = 'X' AND is_gpu_work(g.cat)
-      AND (starts_with(g.name, 'ncclKernel') OR starts_with(g.name, 'ncclDevKernel'))
+      AND is_collective_kernel(g.name)
 ),
 positions AS MATERIALIZED (
     SELECT *, (sum(is_launch) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, bound_order, kernel_row

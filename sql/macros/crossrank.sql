@@ -14,3 +14,9 @@ CREATE OR REPLACE TEMP MACRO collective_key(name) AS
 -- call in the trace may carry a send and a recv of different sizes.
 CREATE OR REPLACE TEMP MACRO collective_size_varies(name) AS
     regexp_matches(collective_key(name), '(alltoall|sendrecv|^gather|^scatter|barrier)');
+
+-- NCCL (and RCCL) kernels: a collective's or a send/recv's execution on the device. Each is a
+-- node of its own wherever it runs, carry-in included (30_gpu_nodes.sql): the rank it waits for
+-- gates it alone.
+CREATE OR REPLACE TEMP MACRO is_collective_kernel(name) AS
+    starts_with(name, 'ncclKernel') OR starts_with(name, 'ncclDevKernel');
