@@ -21,6 +21,7 @@ from pygments.lexers.sql import PostgresLexer
 from ctda_sql.core.config import Config, load_config
 from ctda_sql.core.connection import open_session, resolve_db_path
 from ctda_sql.core.errors import CtdaError
+from ctda_sql.core.terminal import is_tty
 from ctda_sql.cli.output import default_format, render, table_width, write_cursor
 
 from ctda_sql.shell.catalog import Catalog
@@ -50,7 +51,7 @@ def run_shell(args, commands: list[str] | None = None, mode: str | None = None) 
     try:
         if commands is not None:
             return run_batch(state, commands, mode)
-        if not _is_tty(sys.stdin):
+        if not is_tty(sys.stdin):
             return run_batch(state, [sys.stdin.read()], mode)
         state.mode = mode or state.mode
         kind = " (lake, read-only)" if state.lake else " (read-only)" if state.read_only else ""
@@ -340,7 +341,7 @@ def write(state: ShellState, text: str) -> None:
     if not text:
         return
     out = state.out()
-    if out is sys.stdout and _is_tty(out) and text.count("\n") + 2 > shutil.get_terminal_size().lines:
+    if out is sys.stdout and is_tty(out) and text.count("\n") + 2 > shutil.get_terminal_size().lines:
         page(text)
         return
     print(text, file=out, flush=True)
@@ -403,9 +404,3 @@ def _pipe_to(command: str, text: str) -> str | None:
         sys.stderr.write(errors)
     return None
 
-
-def _is_tty(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
