@@ -246,4 +246,5 @@ COMMENT ON COLUMN advice_profile.rank IS 'the rank whose collectives the region 
 COMMENT ON COLUMN advice_profile.path_us IS 'the region''s critical-path time per step that holds it, us';
 COMMENT ON COLUMN advice_profile.saving_at_half_us IS 'the replay''s median saving per step if the region took half its time, us';
 COMMENT ON COLUMN advice_profile.saving_at_zero_us IS 'the replay''s median saving per step if the region took no time, us';
-COMMENT ON COLUMN advice_profile.note IS 'why the saving at zero is under half the path time, when it is';
+COMMENT ON COLUMN advice_profile.note IS 'why the saving at zero is under half the path time, or above it, when it is: the reason of the step that disagrees most';
+COMMENT ON COLUMN advice_profile.per_step IS 'per step of the job: the rank whose path holds the region most, its path time there (us), the saving at zero of the job''s step (us), and the reason (NULL where they agree: the saving is at least half the path time and at most 5% + 1 us above it): a near-critical alternative (the rank, stream or thread the replayed path moves to, and by how much) or a wait outside the trace';

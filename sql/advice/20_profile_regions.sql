@@ -1,30 +1,44 @@
--- The causal profile's regions: the largest regions on the ctda path, at most three of each kind.
--- reads:  _adv_annotations, _adv_events (10_path_regions.sql)
--- makes:  rows (kind, label, category, rank, path_us, windows), largest first: path_us is the
---         region's path time per step where it occurs (its total over the windows that hold it);
---         `rank` is set for a rank's collectives (that rank's calls of that name), NULL elsewhere
--- param:  top INTEGER   how many regions
+-- reads: _adv_events, _adv_annotations
+-- makes: _adv_region_windows(kind, label, category, rank_scope, rank, step, path_us)
+-- makes: _adv_profile_regions(place, kind, label, category, rank, path_us, windows)
+-- param: top INTEGER
+-- The causal profile's regions: the largest regions on the ctda path, and each one's path time
+-- in every analysed window (the side of the profile that the replay's savings are set against).
+-- _adv_region_windows: a region's counted path time in one window; rank_scope is set for a
+--     rank's collectives (that rank's calls of that name), NULL for a region of every rank.
+-- _adv_profile_regions: the `top` largest, at most greatest(3, ceil(top / 4)) of each kind,
+--     largest first: path_us is the region's path time per window that holds it (its total over
+--     the windows that hold it).
+
+CREATE OR REPLACE TEMP TABLE _adv_region_windows AS
+SELECT 'annotation' AS kind, name AS label, 'user_annotation' AS category, NULL::INTEGER AS rank_scope,
+       rank, step, sum(path_us) AS path_us
+FROM _adv_annotations
+GROUP BY name, rank, step
+UNION ALL
+-- an op is removed with what runs inside it: its inclusive time on the path
+SELECT 'op', name, any_value(cat), NULL, rank, step, sum(inclusive_us)
+FROM _adv_events
+WHERE kind = 'op' AND NOT regexp_matches(name, '^(nccl:|gloo:|c10d|record_param_comms)')
+GROUP BY name, rank, step
+UNION ALL
+SELECT 'kernel', name, any_value(cat), NULL, rank, step, sum(self_us)
+FROM _adv_events
+WHERE kind = 'kernel' AND NOT regexp_matches(name, '(?i)^nccl')
+GROUP BY name, rank, step
+UNION ALL
+SELECT 'collective', name, any_value(cat), rank, rank, step, sum(inclusive_us)
+FROM _adv_events
+WHERE regexp_matches(name, '(?i)^(nccl|gloo:|c10d::|record_param_comms)')
+GROUP BY name, rank, step;
+
+CREATE OR REPLACE TEMP TABLE _adv_profile_regions AS
 WITH candidates AS (
-    SELECT 'annotation' AS kind, name AS label, 'user_annotation' AS category, NULL::INTEGER AS rank,
-           sum(path_us) AS path_us, count(DISTINCT (rank, step)) AS windows
-    FROM _adv_annotations
-    GROUP BY name
-    UNION ALL
-    -- an op is removed with what runs inside it: its inclusive time on the path
-    SELECT 'op', name, any_value(cat), NULL, sum(inclusive_us), count(DISTINCT (rank, step))
-    FROM _adv_events
-    WHERE kind = 'op' AND NOT regexp_matches(name, '^(nccl:|gloo:|c10d|record_param_comms)')
-    GROUP BY name
-    UNION ALL
-    SELECT 'kernel', name, any_value(cat), NULL, sum(self_us), count(DISTINCT (rank, step))
-    FROM _adv_events
-    WHERE kind = 'kernel' AND NOT regexp_matches(name, '(?i)^nccl')
-    GROUP BY name
-    UNION ALL
-    SELECT 'collective', name, any_value(cat), rank, sum(inclusive_us), count(DISTINCT (rank, step))
-    FROM _adv_events
-    WHERE regexp_matches(name, '(?i)^(nccl|gloo:|c10d::|record_param_comms)')
-    GROUP BY name, rank
+    -- the category of a name is the same in every window up to its spelling: keep one
+    SELECT kind, label, any_value(category) AS category, rank_scope AS rank,
+           sum(path_us) AS path_us, count(*) AS windows
+    FROM _adv_region_windows
+    GROUP BY kind, label, rank_scope
 ),
 ranked AS (
     SELECT kind, label, category, rank, path_us / windows AS path_us, windows,
@@ -32,8 +46,9 @@ ranked AS (
     FROM candidates
     WHERE path_us > 0
 )
-SELECT kind, label, category, rank, path_us, windows
+SELECT row_number() OVER (ORDER BY path_us DESC, kind, label, rank) AS place,
+       kind, label, category, rank, path_us, windows
 FROM ranked
-WHERE place_in_kind <= 3
-ORDER BY path_us DESC, kind, label
+WHERE place_in_kind <= greatest(3, ceil($top / 4))
+ORDER BY path_us DESC, kind, label, rank
 LIMIT $top;

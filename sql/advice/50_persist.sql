@@ -8,5 +8,5 @@ INSERT INTO advice_findings
 SELECT $run_id, place, rule, title, fix, evidence, scenario, saving_us, saving_share, path_us, steps, ranks
 FROM _adv_result_findings;
 INSERT INTO advice_profile
-SELECT $run_id, place, kind, label, rank, path_us, saving_at_half_us, saving_at_zero_us, note
+SELECT $run_id, place, kind, label, rank, path_us, saving_at_half_us, saving_at_zero_us, note, per_step
 FROM _adv_result_profile;

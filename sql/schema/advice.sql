@@ -27,3 +27,9 @@ CREATE TABLE IF NOT EXISTS advice_profile (
     saving_at_zero_us DOUBLE,
     note VARCHAR
 );
+
+-- Added with ALTER ... IF NOT EXISTS so databases made before it gain it on open: each region's
+-- path time beside the replay's saving at zero, per step, with the slack named where they
+-- disagree (warehouse/advice/advise.py, docs/method.md "Path time and saving at zero").
+ALTER TABLE advice_profile ADD COLUMN IF NOT EXISTS
+    per_step STRUCT(step BIGINT, rank INTEGER, path_us DOUBLE, saving_at_zero_us DOUBLE, reason VARCHAR)[];

@@ -29,8 +29,10 @@ from ctda_sql.whatif.replay import execute_stage, whatif_many
 FINDING_COLUMNS = ("rule", "title", "fix", "path_us", "windows", "ranks", "occurrences", "top_events",
                    "scale_names", "scale_categories", "scale_factors", "scale_ranks", "bandwidth_scale",
                    "drop_syncs", "not_replayable", "detail")
-PROFILE_COLUMNS = ("kind", "label", "category", "rank", "path_us", "windows")
 PROFILE_FACTORS = (0.5, 0.0)
+# advice_profile.per_step: a region's path time beside its saving at zero, step by step
+PER_STEP_TYPE = pa.struct([("step", pa.int64()), ("rank", pa.int32()), ("path_us", pa.float64()),
+                           ("saving_at_zero_us", pa.float64()), ("reason", pa.string())])
 # a finding whose pattern holds less of the median step than this is left out
 MIN_PATH_SHARE = 0.01
 # the temp tables the rules read, in order (each file says what it reads and makes)
@@ -73,7 +75,7 @@ def rule_names() -> list[str]:
 
 
 def advise(con, run: str | None = None, rank: int | None = None, step: int | None = None,
-           top: int = 10, profile_top: int = 8, persist: bool = True,
+           top: int = 10, profile_top: int = 10, persist: bool = True,
            progress: Callable[[], None] = lambda: None) -> dict:
     """The findings (ranked by the replay's saving) and the causal profile of one run, as the
     JSON document of DESIGN.md ("Advice and path diff"). With `persist`, also the run's rows of
@@ -86,8 +88,10 @@ def advise(con, run: str | None = None, rank: int | None = None, step: int | Non
 
 
 def _advise(con, run, rank, step, top, profile_top, progress) -> dict:
-    if top < 0 or profile_top < 0:
+    if top < 0:
         raise CtdaError("--top must be 0 or more")
+    if profile_top < 0:
+        raise CtdaError("--profile-top must be 0 or more")
     run_id, run_name = run_id_of(con, run)
     params = {"run_id": run_id, "rank": rank, "step": step}
     _check_analysed(con, params)
@@ -96,16 +100,17 @@ def _advise(con, run, rank, step, top, profile_top, progress) -> dict:
     findings = [f for f in (_find(con, name, params) for name in rule_names()) if f is not None]
     median_step_us = con.execute("SELECT median(window_us) FROM _adv_windows").fetchone()[0] or 0.0
     findings = [f for f in findings if _worth_naming(f, median_step_us)]
-    regions = _profile_regions(con, profile_top)
-    scenarios = [f.scenario for f in findings if f.scenario is not None]
-    scenarios += [_region_scenario(region, factor) for region in regions for factor in PROFILE_FACTORS]
+    regions = _profile_regions(con, profile_top, params)
+    finding_scenarios = [f.scenario for f in findings if f.scenario is not None]
+    region_scenarios = [_region_scenario(region, factor) for region in regions for factor in PROFILE_FACTORS]
+    scenarios = finding_scenarios + region_scenarios
     results = whatif_many(con, [(None, s) for s in scenarios], run=run_name, step=step,
                           persist=False, top=0, progress=progress) if scenarios else []
     measured = _job_steps(results[0].steps, rank)[0] if results else _measured_steps(con, params)
-    savings = iter(_median_saving(*_job_steps(r.steps, rank)[1:]) for r in results)
+    savings = iter(_median_saving(*_job_steps(r.steps, rank)[1:]) for r in results[:len(finding_scenarios)])
     out_findings = [_finding_document(f, next(savings) if f.scenario is not None else None, measured)
                     for f in findings]
-    profile = [_profile_document(region, next(savings), next(savings)) for region in regions]
+    profile = _profile_documents(con, run_id, regions, results[len(finding_scenarios):], rank)
     out_findings.sort(key=lambda f: (-(f["saving_us"] if f["saving_us"] is not None else -1), f["rule"]))
     return {"run": run_name, "run_id": run_id, "step_us": _round(median(measured.values())) if measured else None,
             "steps": len(measured), "findings": out_findings[:top], "profile": profile}
@@ -124,7 +129,8 @@ def _persist(con, document: dict) -> None:
         "place": pa.array(range(1, len(profile) + 1), pa.int32()),
         **{key: pa.array([p.get(key) for p in profile], kind) for key, kind in (
             ("kind", pa.string()), ("label", pa.string()), ("rank", pa.int32()), ("path_us", pa.float64()),
-            ("saving_at_half_us", pa.float64()), ("saving_at_zero_us", pa.float64()), ("note", pa.string()))}})
+            ("saving_at_half_us", pa.float64()), ("saving_at_zero_us", pa.float64()), ("note", pa.string()))},
+        "per_step": pa.array([p["per_step"] for p in profile], pa.list_(PER_STEP_TYPE))})
     con.register("_adv_result_findings", finding_table)
     con.register("_adv_result_profile", profile_table)
     try:
@@ -164,8 +170,9 @@ def _worth_naming(finding: Finding, median_step_us: float) -> bool:
     return finding.path_us / max(finding.windows, 1) >= MIN_PATH_SHARE * median_step_us
 
 
-def _profile_regions(con, count: int) -> list[dict]:
-    cursor = con.execute(sqlfiles.load("advice/20_profile_regions.sql"), {"top": count})
+def _profile_regions(con, count: int, params: dict) -> list[dict]:
+    execute_stage(con, "advice/20_profile_regions.sql", {**params, "top": count})
+    cursor = con.execute("SELECT * FROM _adv_profile_regions ORDER BY place")
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
@@ -184,7 +191,7 @@ def _glob_literal(name: str) -> str:
 def _job_steps(step_rows: list[tuple], rank: int | None) -> tuple[dict, dict, dict]:
     """Per step: the measured, replayed and predicted job step (the slowest rank's, or `rank`'s)."""
     measured, replayed, predicted = {}, {}, {}
-    for _run, row_rank, step, measured_us, replay_us, predicted_us, _speedup in step_rows:
+    for row_rank, step, measured_us, replay_us, predicted_us in (row[1:6] for row in step_rows):
         if rank is not None and row_rank != rank:
             continue
         measured[step] = max(measured.get(step, 0.0), measured_us)
@@ -236,18 +243,189 @@ def _evidence(finding: Finding, per_step_us: float, step_us: float) -> str:
     return text
 
 
-def _profile_document(region: dict, at_half: float | None, at_zero: float | None) -> dict:
+# ---- the causal profile: path time beside the saving at zero, step by step ------------------
+
+# The path time and the saving at zero of a region in one step agree when the saving is at least
+# UNDER_SHARE of the path time and at most OVER_SHARE above it (+ OVER_US); elsewhere the slack
+# between them is named (docs/method.md, "Path time and saving at zero").
+UNDER_SHARE = 0.5
+# an op's counted path time is its inclusive time clipped to the path's windows, while the replay
+# removes the whole event, its edges' launch and return slivers too: on the shared traces that
+# adds up to 2.4% at most where nothing else differs (docs/method.md)
+OVER_SHARE, OVER_US = 0.05, 1.0
+
+
+def _profile_documents(con, run_id: int, regions: list[dict], results: list, rank: int | None) -> list[dict]:
+    """Each region's document: its path time and the replay's savings (medians over steps, as
+    DESIGN.md has them) and, per step, the path time beside the saving at zero, with the slack
+    that parts them named where they disagree. `results` are each region's replays at
+    PROFILE_FACTORS, in order."""
+    windows = _region_windows(con)
+    steps = [_region_steps(windows.get(region["place"], {}), results[2 * i + 1], rank)
+             for i, region in enumerate(regions)]
+    slack = _slack(con, run_id, regions, results, steps)
+    documents = []
+    for i, region in enumerate(regions):
+        at_half = _median_saving(*_job_steps(results[2 * i].steps, rank)[1:])
+        at_zero = _median_saving(*_job_steps(results[2 * i + 1].steps, rank)[1:])
+        per_step = [{**row, "reason": _reason(row, slack.get((region["place"], row["step"])))} for row in steps[i]]
+        documents.append(_profile_document(region, at_half, at_zero, per_step))
+    return documents
+
+
+def _region_windows(con) -> dict:
+    """Each profiled region's counted path time per window: {place: {(rank, step): path_us}}."""
+    rows = con.execute("SELECT p.place, w.rank, w.step, w.path_us FROM _adv_region_windows AS w "
+                       "JOIN _adv_profile_regions AS p ON p.kind = w.kind AND p.label = w.label "
+                       "AND p.rank IS NOT DISTINCT FROM w.rank_scope").fetchall()
+    windows: dict = {}
+    for place, rank, step, path_us in rows:
+        windows.setdefault(place, {})[(rank, step)] = path_us
+    return windows
+
+
+def _region_steps(path_by_window: dict, at_zero, rank: int | None) -> list[dict]:
+    """Per step of the job: the region's path time on the rank whose path holds most of it, and
+    the saving at zero of the job's step (the slowest rank's), with the ranks and lengths the
+    reasons name."""
+    by_window = {(row[1], row[2]): row for row in at_zero.steps if rank is None or row[1] == rank}
+    out = []
+    for step in sorted({s for _, s in by_window}):
+        ranks = sorted(r for r, s in by_window if s == step)
+        replayed = max(by_window[(r, step)][4] for r in ranks)
+        job_rank = max(ranks, key=lambda r: (by_window[(r, step)][5], -r))
+        path_rank = max(ranks, key=lambda r: (path_by_window.get((r, step), 0.0), -r))
+        predicted = by_window[(job_rank, step)][5]
+        saving = replayed - predicted if math.isfinite(predicted) else None
+        out.append({"step": step, "rank": path_rank, "path_us": path_by_window.get((path_rank, step), 0.0),
+                    "saving_at_zero_us": saving, "job_rank": job_rank, "job_us": predicted,
+                    "rank_us": by_window[(path_rank, step)][5],
+                    "on_ranks": {r: path_by_window[(r, step)] for r in ranks if path_by_window.get((r, step))}})
+    return out
+
+
+def _disagreement(row: dict) -> str | None:
+    """'under' where the saving at zero is under UNDER_SHARE of the path time, 'over' where it
+    passes the path time by more than the tolerance, else None."""
+    saving, path = row["saving_at_zero_us"], row["path_us"]
+    if saving is None:
+        return None
+    if saving < UNDER_SHARE * path:
+        return "under"
+    return "over" if saving > path * (1 + OVER_SHARE) + OVER_US else None
+
+
+def _slack(con, run_id: int, regions: list[dict], results: list, steps: list[list[dict]]) -> dict:
+    """What the replayed path of the job's step holds off the counted path, where the saving at
+    zero and the path time disagree: {(place, step): _adv_slack's row} (60_profile_slack.sql).
+    Sets on each such step row `through`, the replayed path's time by rank, and `gap_us`, its
+    time between nodes (when it stays on one rank: ranks' windows have their own origins)."""
+    places, step_of, node_ranks, node_steps, node_ids, durations = [], [], [], [], [], []
+    for i, region in enumerate(regions):
+        wanted = {(row["job_rank"], row["step"]): row for row in steps[i] if _disagreement(row)}
+        for row in wanted.values():
+            row["through"] = {}
+        for (_run, rank, step, _seq, node_id, _kind, _label, _measured, predicted, node_rank,
+             node_step) in results[2 * i + 1].path:
+            row = wanted.get((rank, step))
+            if row is None:
+                continue
+            row["through"][node_rank] = row["through"].get(node_rank, 0.0) + predicted
+            places.append(region["place"]), step_of.append(step), node_ranks.append(node_rank)
+            node_steps.append(node_step), node_ids.append(node_id), durations.append(predicted)
+        for row in wanted.values():
+            one_rank = set(row["through"]) <= {row["job_rank"]}
+            row["gap_us"] = row["job_us"] - sum(row["through"].values()) if one_rank else 0.0
+    if not places:
+        return {}
+    path = pa.table({"place": pa.array(places, pa.int64()), "step": pa.array(step_of, pa.int64()),
+                     "node_rank": pa.array(node_ranks, pa.int32()), "node_step": pa.array(node_steps, pa.int64()),
+                     "node_id": pa.array(node_ids, pa.int64()), "predicted_us": pa.array(durations, pa.float64())})
+    con.register("_adv_replayed_path", path)
+    try:
+        execute_stage(con, "advice/60_profile_slack.sql", {"run_id": run_id})
+    finally:
+        con.unregister("_adv_replayed_path")
+    cursor = con.execute("SELECT * FROM _adv_slack")
+    columns = [d[0] for d in cursor.description]
+    return {(row[0], row[1]): dict(zip(columns, row)) for row in cursor.fetchall()}
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.2f} ms"
+
+
+def _reason(row: dict, slack: dict | None) -> str | None:
+    """Why the step's saving at zero and path time disagree, from the replay of the change."""
+    kind = _disagreement(row)
+    if kind is None:
+        return None
+    saving, path, job = row["saving_at_zero_us"], row["path_us"], row["job_rank"]
+    others = {r: us for r, us in row.get("through", {}).items() if r != job}
+    waits = (f"the job's step (rank {job}) waits at collectives for rank{'s' if len(others) > 1 else ''} "
+             f"{', '.join(map(str, others))}, whose work holds {_ms(sum(others.values()))} of its replayed path"
+             if others else None)
+    if kind == "over":
+        where = waits or ("it also runs off the counted path (inside its span but outside the counted windows: "
+                          "before a sync's wait ended, or on a thread the path left)")
+        return (f"the replay saves {_ms(saving - path)} more than the counted path time (one rank's): {where}; "
+                f"the change removes the region's time there too")
+    if saving < 0:
+        return (f"the replay makes this step {_ms(-saving)} longer: a rank's windows are replayed in a chain, so "
+                f"a change that shortens other steps moves the work they carried into this one (its own path "
+                f"holds {_ms(path)} of the region)")
+    parts = []
+    if job != row["rank"]:
+        parts.append(f"a near-critical rank: at zero the job's step is rank {job}'s ({_ms(row['job_us'])}); "
+                     f"rank {row['rank']}, whose path holds the region, ends at {_ms(row['rank_us'])}")
+    elif waits:
+        parts.append(f"a wait on another rank: {waits}")
+    gap = max(row.get("gap_us", 0.0), 0.0)
+    if slack is not None and slack["lane_us"] >= gap:
+        where = (f"{slack['lane']} of rank {slack['lane_rank']} ({_ms(slack['lane_us'])} there off the counted path, "
+                 f"most in {slack['top_label']})")
+        if slack["outside"]:
+            parts.append(f"a wait outside the trace: at zero the path runs through {where}, a collective that waits "
+                         f"for a partner the trace does not hold ({slack['outside']})")
+        else:
+            parts.append(f"a near-critical alternative: at zero the path runs through {where}; that path was only "
+                         f"{_ms(saving)} shorter, so {_ms(path - saving)} of the region's {_ms(path)} is slack")
+    elif gap > 0 and not parts:
+        parts.append(f"a wait the trace does not show: at zero {_ms(gap)} of the job's replayed step lie between "
+                     f"its path's nodes, kept as measured (untraced work, or a wait on something outside the trace)")
+    if not parts:
+        parts.append("the replayed path at zero holds only nodes of the counted path, and the region's counted time "
+                     "stays on it")
+    return "; ".join(parts)
+
+
+def _profile_document(region: dict, at_half: float | None, at_zero: float | None, per_step: list[dict]) -> dict:
     document = {"label": region["label"], "kind": region["kind"], "category": region["category"],
                 "rank": region["rank"], "path_us": _round(region["path_us"]),
-                "saving_at_half_us": _round(at_half), "saving_at_zero_us": _round(at_zero)}
-    if at_zero is not None and at_zero < 0.5 * region["path_us"]:
-        document["note"] = ("the replay finds a near-critical alternative (or a wait on work the trace does not "
-                            "show) that takes over when this region shrinks")
-    elif at_zero is not None and at_zero > 1.05 * region["path_us"] + 1.0:
-        document["note"] = ("the region also runs off the counted path (inside its span, outside the counted "
-                            "windows: before a sync's wait ended, or on a thread the path left), and the replay "
-                            "removes that time too")
+                "saving_at_half_us": _round(at_half), "saving_at_zero_us": _round(at_zero),
+                "per_step": [{"step": row["step"], "rank": row["rank"], "path_us": _round(row["path_us"]),
+                              "saving_at_zero_us": _round(row["saving_at_zero_us"]), "reason": row["reason"]}
+                             for row in per_step]}
+    note = _note(region, at_zero, per_step)
+    if note:
+        document["note"] = note
     return document
+
+
+def _note(region: dict, at_zero: float | None, per_step: list[dict]) -> str | None:
+    """The region's note where its saving at zero is under half its path time or above it: the
+    reason of its step that disagrees most, or why the medians disagree while the steps agree."""
+    if at_zero is None:
+        return None
+    path = region["path_us"]
+    if at_zero >= UNDER_SHARE * path and at_zero <= path * (1 + OVER_SHARE) + OVER_US:
+        return None
+    named = [row for row in per_step if row["reason"]]
+    if named:
+        worst = max(named, key=lambda row: abs(row["path_us"] - row["saving_at_zero_us"]))
+        return f"{len(named)} of {len(per_step)} steps disagree; step {worst['step']}: {worst['reason']}"
+    return (f"the path time is a mean over the {region['windows']} windows that hold the region, the saving a "
+            f"median over every step; step by step they agree (per_step)")
 
 
 def scenario_arguments(scenario: Scenario) -> str:

@@ -31,6 +31,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--rank", type=int, help="only this rank's steps (a multi-rank run still replays every rank)")
     p.add_argument("--step", type=int, help="only this step")
     p.add_argument("--top", type=int, default=10, help="findings to show (default 10)")
+    p.add_argument("--profile-top", type=int, default=10,
+                   help="regions in the causal profile (default 10): each one's path time beside the replay's "
+                        "saving at zero, step by step, with the slack named where they disagree (JSON: per_step)")
     p.add_argument("--format", choices=FORMATS, default="table", help="table (default) or one JSON document with json")
     add_max_width(p)
     p.set_defaults(handler=cmd_advise)
@@ -63,7 +66,8 @@ def _warehouse(args):
 
 def cmd_advise(args) -> int:
     with _warehouse(args) as wh:
-        document = wh.advise(run=args.run, rank=args.rank, step=args.step, top=args.top)
+        document = wh.advise(run=args.run, rank=args.rank, step=args.step, top=args.top,
+                             profile_top=args.profile_top)
     document.pop("run_id", None)
     if args.format == "json":
         print(json.dumps(document, indent=1))

@@ -46,6 +46,7 @@ SWEEP_COLUMNS = ["value", "steps", "measured_us", "replay_us", "predicted_us", "
 class WhatIfResult:
     steps: list[tuple] = field(default_factory=list)      # STEP_COLUMNS
     hotspots: list[tuple] = field(default_factory=list)   # HOTSPOT_COLUMNS
+    path: list[tuple] = field(default_factory=list)       # each window's replayed path (_path_rows)
 
 
 def event_categories(con) -> set[str]:
@@ -97,7 +98,7 @@ def whatif_many(con: duckdb.DuckDBPyConnection, scenarios: list[tuple[str | None
             if persist:
                 _persist(con, name or scenario.as_json(), scenario.as_json(), steps, path)
             results.append(WhatIfResult(steps=[(names[r[0]], *r[1:]) for r in steps],
-                                        hotspots=_hotspots(path, top)))
+                                        hotspots=_hotspots(path, top), path=path))
             progress()
     return results
 

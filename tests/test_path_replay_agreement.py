@@ -1,0 +1,180 @@
+"""A region's counted path time and the replay's saving when it takes zero time (issue 42, item 5).
+
+They may differ only by slack the warehouse names: a near-critical alternative (the rank, stream
+or thread the replayed path moves to) or a wait on something outside the trace. The causal
+profile of `advise` shows both per step (`per_step`) with the reason wherever the saving is under
+half the path time or above it (docs/method.md, "Path time and saving at zero")."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ctda_sql.advice.advise import OVER_SHARE, OVER_US, UNDER_SHARE, advise
+from ctda_sql.api import Warehouse
+from ctda_sql.core.connection import connect
+from ctda_sql.engine.analyze import analyze
+from ctda_sql.ingest.load import ingest
+from ctda_sql.testing.tracebuilder import TraceBuilder
+
+STEP_US = 10_400
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def _two_streams_trace(path: Path, b_kernel: str, b_us: float, b_stream: int, world_size: int | None = None,
+                       steps: int = 4) -> Path:
+    """Each 10,400 us step: kernel_a on stream 7 (10,000 us, from 30), a second GPU op on
+    `b_stream` (`b_us`, from 40), a cudaDeviceSynchronize that returns when both are done
+    (10,035), then 300 us of aten::add. A second op named NCCL is an all-reduce of a 2-rank group
+    whose other rank is not in the trace."""
+    b = TraceBuilder(rank=0, world_size=world_size)
+    main = b.thread(100, "pt_main_thread")
+    b.stream(7), b.stream(b_stream)
+    for i in range(steps):
+        t = i * STEP_US
+        b.step(i + 1, main, ts=t, dur=STEP_US)
+        b.cpu_op(main, "aten::mm", ts=t + 1, dur=20)
+        b.launch(main, ts=t + 2, dur=15, kernel="kernel_a", stream=7, kernel_ts=t + 30, kernel_dur=10_000)
+        if b_kernel == NCCL:
+            b.cpu_op(main, "c10d::allreduce_", ts=t + 22, dur=20, **{"Input Dims": [[[1024]]]})
+            b.cpu_op(main, "record_param_comms", ts=t + 23, dur=18, **{
+                "Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float",
+                "Process Group Name": "0", "Process Group Ranks": "[0, 1]", "Group size": 2, "Sequence number": i})
+        else:
+            b.cpu_op(main, "aten::mul", ts=t + 22, dur=20)
+        b.launch(main, ts=t + 24, dur=15, kernel=b_kernel, stream=b_stream, kernel_ts=t + 40, kernel_dur=b_us)
+        b.runtime(main, "cudaDeviceSynchronize", ts=t + 50, dur=9_985)
+        b.cpu_op(main, "aten::add", ts=t + 10_040, dur=300)
+    return b.write(path)
+
+
+def _profile(tmp_path: Path, trace: Path) -> dict:
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest([trace], run="t", show_progress=False)
+        wh.analyze(run="t")
+        document = wh.advise(run="t", profile_top=10)
+        stored = wh.sql("SELECT label, per_step FROM advice_profile").fetchall()
+    return document, dict(stored)
+
+
+def _middle_steps(region: dict) -> list[dict]:
+    """The steps with a step on each side (the first and last windows carry GPU work in and out)."""
+    steps = sorted(row["step"] for row in region["per_step"])
+    return [row for row in region["per_step"] if steps[0] < row["step"] < steps[-1]]
+
+
+def test_a_near_critical_stream_is_named_with_its_slack(tmp_path):
+    trace = _two_streams_trace(tmp_path / "t.json.gz", "kernel_b", 7_000, 8)
+    document, stored = _profile(tmp_path, trace)
+    region = {p["label"]: p for p in document["profile"]}["kernel_a"]
+    # by hand: kernel_a (30-10,030) is on the path for 10,000 us; the sync waits for it. Without
+    # it the sync waits for kernel_b (40-7,040): the step shrinks by 10,030 - 7,040 = 2,990 us, and
+    # the path moves to stream 8, whose 7,000 us were off the counted path
+    middle = _middle_steps(region)
+    assert middle
+    for row in middle:
+        assert row["path_us"] == pytest.approx(10_000, abs=5)
+        assert row["saving_at_zero_us"] == pytest.approx(2_990, abs=20)
+        assert "near-critical alternative" in row["reason"]
+        assert "stream 8 of rank 0 (7.00 ms" in row["reason"] and "kernel_b" in row["reason"]
+        assert f"only {row['saving_at_zero_us'] / 1000:.2f} ms shorter" in row["reason"]
+    assert "stream 8" in region["note"]
+    # stored beside the profile, step by step
+    assert [r["reason"] for r in stored["kernel_a"]] == [r["reason"] for r in region["per_step"]]
+
+
+def test_a_wait_on_a_rank_outside_the_trace_is_named(tmp_path):
+    trace = _two_streams_trace(tmp_path / "t.json.gz", NCCL, 9_500, 20, world_size=2)
+    document, _ = _profile(tmp_path, trace)
+    region = {p["label"]: p for p in document["profile"]}["kernel_a"]
+    # by hand: without kernel_a the sync waits for the all-reduce (40-9,540), whose time is a wait
+    # for rank 1, not in the trace: the step shrinks by 10,030 - 9,540 = 490 us only
+    middle = _middle_steps(region)
+    assert middle
+    for row in middle:
+        assert row["path_us"] == pytest.approx(10_000, abs=5)
+        assert row["saving_at_zero_us"] == pytest.approx(490, abs=20)
+        assert "a wait outside the trace" in row["reason"]
+        assert "stream 20 of rank 0 (9.50 ms" in row["reason"]
+        assert "ncclDevKernel_AllReduce" in row["reason"]
+        assert "no other rank of its group in the run" in row["reason"]
+
+
+def test_where_path_and_replay_agree_no_reason_is_given(tmp_path):
+    # by hand: kernel_b of 1,000 us leaves 9,000 us of slack; kernel_a's saving at zero is
+    # 10,030 - 1,040 = 8,990 us, above half its path time: they agree, nothing to name
+    trace = _two_streams_trace(tmp_path / "t.json.gz", "kernel_b", 1_000, 8)
+    document, _ = _profile(tmp_path, trace)
+    region = {p["label"]: p for p in document["profile"]}["kernel_a"]
+    for row in _middle_steps(region):
+        assert row["saving_at_zero_us"] == pytest.approx(8_990, abs=20)
+        assert row["reason"] is None
+    assert "note" not in region
+
+
+def test_profile_top_on_the_command_line(tmp_path, run_cli):
+    trace = _two_streams_trace(tmp_path / "t.json.gz", "kernel_b", 7_000, 8)
+    assert run_cli("ingest", str(trace), "--run", "t").code == 0
+    assert run_cli("analyze").code == 0
+    import json
+
+    result = run_cli("advise", "--profile-top", "2", "--format", "json")
+    assert result.code == 0, result.err
+    profile = json.loads(result.out)["profile"]
+    assert len(profile) == 2 and all("per_step" in p for p in profile)
+    bad = run_cli("advise", "--profile-top", "-1")
+    assert bad.code != 0 and bad.err.startswith("error:") and "--profile-top" in bad.err
+
+
+# ---- every shared real trace ($CTDA_TRACES) ----------------------------------------------------
+
+# the largest traces take most of the time on 2 shared cores: CI runs them, a local run the rest
+LARGE = ("nccl", "ns_resolution", "two_ranks")
+
+
+@pytest.fixture(scope="module")
+def shared_profiles(shared_traces, tmp_path_factory):
+    con = connect(tmp_path_factory.mktemp("agreement") / "shared.duckdb")
+    paths = sorted(shared_traces.glob("*.json.gz")) + [shared_traces / "two_ranks"]
+    if not os.environ.get("CI"):
+        paths = [p for p in paths if p.name.removesuffix(".json.gz") not in LARGE]
+    for path in paths:
+        ingest(con, [path], show_progress=False)
+    analyze(con, show_progress=False)
+    runs = [row[0] for row in con.execute(
+        "SELECT DISTINCT r.name FROM runs AS r JOIN analysis_windows USING (run_id) ORDER BY 1").fetchall()]
+    yield {run: advise(con, run=run, persist=False, profile_top=10) for run in runs}
+    con.close()
+
+
+def _steps(shared_profiles):
+    for run, document in shared_profiles.items():
+        for region in document["profile"]:
+            for row in region["per_step"]:
+                if row["saving_at_zero_us"] is not None:
+                    yield run, region, row
+
+
+def test_where_the_saving_at_zero_is_under_half_the_path_time_the_profile_says_why(shared_profiles):
+    assert len(shared_profiles) >= 7
+    for run, region, row in _steps(shared_profiles):
+        if row["saving_at_zero_us"] < UNDER_SHARE * row["path_us"]:
+            assert row["reason"], (run, region["label"], row)
+
+
+def test_where_the_saving_at_zero_passes_the_path_time_the_profile_says_why(shared_profiles):
+    for run, region, row in _steps(shared_profiles):
+        if row["saving_at_zero_us"] > row["path_us"] * (1 + OVER_SHARE) + OVER_US:
+            assert row["reason"] and "more than the counted path time" in row["reason"], (run, region["label"], row)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 42 item 5, open: on ns_resolution, nccl and amd_mi250 the replay "
+                   "at zero removes an annotation's or op's time that the ctda path does not count (up to 3.5x "
+                   "the path time); the profile names it (the test above), the fix is in the replay or the path")
+def test_the_saving_at_zero_is_at_most_the_path_time(shared_profiles):
+    over = [(run, region["label"], row["step"], row["path_us"], row["saving_at_zero_us"])
+            for run, region, row in _steps(shared_profiles)
+            if row["saving_at_zero_us"] > row["path_us"] * (1 + OVER_SHARE) + OVER_US]
+    assert not over
