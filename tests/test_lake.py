@@ -88,9 +88,15 @@ def _build_both(lake_cli, db: Path, lake: Path, paths: list[str], *ingest_args: 
     assert on_db.code == 0, on_db.err
     result = lake_cli("analyze", "-q", "--lake", str(lake))
     assert result.code == 0, result.err
-    assert "cross_rank:" in result.out
-    # the summary the lake's tasks report: the database's windows, ranks, nodes and CPCRs
-    assert result.out == on_db.out
+    # the summary the lake's tasks report: the database's windows, ranks, nodes and CPCRs; the
+    # lake's cross-rank task prints a line per run, which names it
+    assert "cross_rank: run '" in result.out
+    assert re.sub(r"cross_rank: run '[^']*': ", "cross_rank: ", result.out) == on_db.out
+
+
+def _cells(text: str) -> list[list[str]]:
+    """Every CSV line's cells (numbers as _cell writes them), tables of any width one after another."""
+    return [[_cell(cell) for cell in row] for row in csv.reader(io.StringIO(text))]
 
 
 def _assert_same(lake_cli, db: Path, lake: Path) -> None:
@@ -340,9 +346,10 @@ def test_an_unreadable_partition_fails_analyze_with_one_line_naming_its_rank(lak
     [part] = (lake / "events" / "run=small" / "rank=1").glob("*.parquet")
     part.write_bytes(b"not parquet")
     result = lake_cli("analyze", "-q", "--lake", str(lake))
-    assert result.code == 1
-    assert result.err.startswith("error: run small rank 1: ") and len(result.err.strip().splitlines()) == 1
-    assert "part-0.parquet" in result.err
+    assert result.code == 1 and len(result.err.strip().splitlines()) == 1, result.err
+    # the integrity check names the file before a task fails on it
+    assert result.err.startswith(f"error: lake {lake}: run small: events/run=small/rank=1/part-0.parquet "
+                                 "cannot be read (not a Parquet file)"), result.err
 
 
 @pytest.mark.parametrize("args, message", [
@@ -742,7 +749,7 @@ def test_orphan_partitions_and_stray_files_are_not_read_as_data(lake_cli, ingest
     for safe in ((), ("--safe",)):
         after = lake_cli("query", *count, "--lake", str(lake), *safe)
         assert after.code == 0 and after.out == before, after.err
-        assert "skipped what is not a partition of a listed run" in after.err and "rank=abc" in after.err
+        assert "not read as data (no partition of a listed run" in after.err and "rank=abc" in after.err
 
 
 def test_an_unfinished_ingest_is_reported_until_it_is_run_again(lake_cli, ingested_lake, tmp_path):
@@ -756,3 +763,217 @@ def test_an_unfinished_ingest_is_reported_until_it_is_run_again(lake_cli, ingest
     assert again.code == 0, again.err
     assert lake_cli("query", "SELECT 1", "--lake", str(lake)).err == ""
     assert lake_cli("analyze", "-q", "--lake", str(lake)).code == 0
+
+
+# ---- issue 43: what the integrity check finds, and the lake on every command -------------------
+
+@pytest.fixture(scope="module")
+def analysed_lake(cluster, ingested_lake, tmp_path_factory) -> tuple[Path, str]:
+    """A copy of ingested_lake analysed with every method; and analyze's summary."""
+    import shutil
+
+    from ctda_sql import Warehouse
+
+    lake = tmp_path_factory.mktemp("analysed") / "lake"
+    shutil.copytree(ingested_lake, lake)
+    with Warehouse(lake=lake, scheduler=cluster) as wh:
+        summary = wh.analyze()
+    return lake, summary
+
+
+def _query(lake_cli, lake: Path, sql: str):
+    result = lake_cli("query", sql, "-f", "csv", "--lake", str(lake))
+    assert result.code == 0, result.err
+    return result
+
+
+def test_analyze_names_the_run_in_each_cross_rank_line(analysed_lake):
+    """analyze --lake printed one `cross_rank:` line per run without its name."""
+    _, summary = analysed_lake
+    [line] = [line.strip() for line in summary.splitlines() if "cross_rank" in line]
+    assert re.fullmatch(r"cross_rank: run 'two': \d+/\d+ collective instances matched.*", line), summary
+
+
+def test_a_lost_traces_partition_of_a_rank_is_named_and_analyze_refuses(lake_cli, analysed_lake, tmp_path):
+    """With rank 1's traces partition deleted, `report runs` counted rank 0's events and
+    `events` both ranks', and analyze exited 0 keeping rank 1's cross-rank path beside the
+    new one: a step counted twice. A rank is in the lake when its traces partition is."""
+    import shutil
+
+    lake = _copy_of(analysed_lake[0], tmp_path)
+    on_rank_1 = "SELECT count(*) FROM critical_path WHERE method = 'cross_rank' AND rank = 1"
+    assert _query(lake_cli, lake, on_rank_1).out.splitlines()[1] != "0"  # the path runs on rank 1
+    shutil.rmtree(lake / "traces" / "run=two" / "rank=1")
+    before = _files(lake)
+    line = _one_error(lake_cli("analyze", "-q", "--lake", str(lake)))
+    assert "run two: rank(s) 1 have no traces partition" in line
+    assert _files(lake) == before
+    runs = lake_cli("report", "runs", "-f", "csv", "--lake", str(lake))
+    assert runs.code == 0 and "rank(s) 1 have no traces partition" in runs.err
+    [row] = list(csv.DictReader(io.StringIO(runs.out)))
+    events = _query(lake_cli, lake, "SELECT count(*), count(DISTINCT rank) FROM events")
+    assert events.out.splitlines()[1] == f"{row['events']},1" and row["ranks"] == "1"
+    # rank 1's stale cross-rank path is not read (an analyze would have added rank 0's beside it)
+    assert _query(lake_cli, lake, on_rank_1).out.splitlines()[1] == "0"
+
+
+def test_a_run_whose_traces_are_lost_stays_listed_when_another_run_is_ingested(lake_cli, ingested_lake, tmp_path):
+    """The next ingest of another run dropped the run from runs.parquet without a word."""
+    import shutil
+
+    lake = _copy_of(ingested_lake, tmp_path)
+    shutil.rmtree(lake / "traces" / "run=two")
+    more = tmp_path / "more.json"
+    training_trace(0, 1).write(more)
+    result = lake_cli("ingest", "-q", str(more), "--run", "more", "--lake", str(lake))
+    assert result.code == 0, result.err
+    assert [r["name"] for r in lakemod.read_runs(lake)] == ["two", "more"]
+    read = lake_cli("query", "SELECT name FROM runs ORDER BY run_id", "-f", "csv", "--lake", str(lake))
+    assert read.code == 0 and read.out.split() == ["name", "two", "more"]
+    assert "run two: rank(s) 0, 1 have no traces partition" in read.err
+    line = _one_error(lake_cli("analyze", "-q", "--lake", str(lake), "--run", "two"))
+    assert "rank(s) 0, 1 have no traces partition" in line
+    # the healthy run is analysed as ever
+    assert lake_cli("analyze", "-q", "--lake", str(lake), "--run", "more").code == 0
+
+
+def test_a_stray_parquet_file_in_a_partition_is_named_and_not_read(lake_cli, ingested_lake, tmp_path):
+    """A copy of rank 1's events file beside rank 0's was read as rank 0's data (1,007 more
+    events in the probe): only the files the layout names are data."""
+    import shutil
+
+    clean = _copy_of(ingested_lake, tmp_path / "clean")
+    lake = _copy_of(ingested_lake, tmp_path)
+    stray = lake / "events" / "run=two" / "rank=0" / "part-1.parquet"
+    shutil.copyfile(lake / "events" / "run=two" / "rank=1" / lakemod.PART_FILE, stray)
+    count = "SELECT rank, count(*) FROM events GROUP BY rank ORDER BY rank"
+    read = _query(lake_cli, lake, count)
+    assert read.out == _query(lake_cli, clean, count).out
+    [warning] = read.err.strip().splitlines()
+    assert warning.startswith("warning: ") and "events/run=two/rank=0/part-1.parquet" in warning
+    # nor does analyze read it: the same paths as without it
+    analysed = lake_cli("analyze", "-q", "--method", "ctda", "--lake", str(lake))
+    assert analysed.code == 0, analysed.err
+    assert analysed.out == lake_cli("analyze", "-q", "--method", "ctda", "--lake", str(clean)).out
+    path = "SELECT rank, count(*), sum(counted_us) FROM critical_path GROUP BY rank ORDER BY rank"
+    assert _query(lake_cli, lake, path).out == _query(lake_cli, clean, path).out
+    assert stray.is_file()  # named, left to the user
+
+
+def test_a_garbled_events_file_is_named_first_and_the_rest_is_read(lake_cli, ingested_lake, tmp_path):
+    """One garbled events file made every read of the lake fail with DuckDB's message."""
+    lake = _copy_of(ingested_lake, tmp_path)
+    (lake / "events" / "run=two" / "rank=1" / lakemod.PART_FILE).write_bytes(b"PAR1 garbled beyond repair")
+    steps = lake_cli("query", "SELECT count(DISTINCT rank) FROM steps", "-f", "csv", "--lake", str(lake))
+    assert steps.code == 0 and steps.out.splitlines()[1] == "2", steps.err
+    [warning] = steps.err.strip().splitlines()
+    assert warning.startswith(f"warning: lake {lake}: run two: events/run=two/rank=1/part-0.parquet cannot be "
+                              "read (not a Parquet file)"), warning
+    events = _query(lake_cli, lake, "SELECT list(DISTINCT rank) FROM events")
+    assert events.out.splitlines()[1] == "[0]"
+    before = _files(lake)
+    line = _one_error(lake_cli("analyze", "-q", "--lake", str(lake)))
+    assert "events/run=two/rank=1/part-0.parquet cannot be read" in line
+    assert _files(lake) == before
+
+
+def test_an_ingest_that_cannot_replace_runs_parquet_leaves_nothing_behind(cluster, ingested_lake, tmp_path,
+                                                                           monkeypatch):
+    """It left its temporary runs files, and a "did not finish" warning about a run that was
+    never in the lake."""
+    from ctda_sql import Warehouse
+    from ctda_sql.core.errors import CtdaError
+    from ctda_sql.lake.integrity import lake_warnings
+
+    lake = _copy_of(ingested_lake, tmp_path)
+    more = tmp_path / "more.json"
+    training_trace(0, 1).write(more)
+    before = _files(lake)
+    real_replace = os.replace
+
+    def no_runs_replace(src, dst):
+        if Path(dst).name == lakemod.RUNS_FILE:
+            raise PermissionError(13, "Permission denied", str(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", no_runs_replace)
+    with Warehouse(lake=lake, scheduler=cluster) as wh, pytest.raises(CtdaError, match="Permission denied"):
+        wh.ingest([more], run="more")
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert _files(lake) == before
+    assert lake_warnings(lake) == []
+    assert lakemod.pending_ingests(lake) == []
+
+
+def test_a_pending_mark_of_a_run_the_lake_does_not_hold_is_not_reported(ingested_lake, tmp_path):
+    """What an ingest killed before it wrote its run leaves: no run, so no warning."""
+    from ctda_sql.lake.integrity import lake_warnings
+
+    lake = _copy_of(ingested_lake, tmp_path)
+    lakemod.mark_ingest_pending(lake, "ghost")
+    assert lake_warnings(lake) == []
+
+
+# ---- export and whatif on a lake from the command line -----------------------------------------
+
+@pytest.fixture(scope="module")
+def db_and_lake(cluster, tmp_path_factory) -> tuple[Path, Path]:
+    """Run `small` (two ranks) ingested and analysed into a database and into a lake."""
+    from ctda_sql import Warehouse
+
+    root = tmp_path_factory.mktemp("pair")
+    folder = _two_rank_folder(root / "small")
+    db, lake = root / "w.duckdb", root / "lake"
+    with Warehouse(db) as wh:
+        wh.ingest([folder], run="small")
+        wh.analyze()
+    with Warehouse(lake=lake, scheduler=cluster) as wh:
+        wh.ingest([folder], run="small")
+        wh.analyze()
+    return db, lake
+
+
+@pytest.mark.parametrize("args", [
+    ("--scale", "kernel:*=0.5"),
+    ("--comm-bandwidth-scale", "2", "--no-coupling"),
+    ("--sweep", "comm-latency-us=1,50"),
+])
+def test_whatif_on_a_lake_run_gives_the_databases_numbers(run_cli, db_and_lake, args):
+    """`whatif --lake` was refused on the command line (the Python API took a lake)."""
+    db, lake = db_and_lake
+    files = _files(lake)
+    on_db = run_cli("whatif", "--run", "small", *args, "-f", "csv", db=db)
+    on_lake = run_cli("whatif", "--run", "small", *args, "-f", "csv", "--lake", str(lake))
+    assert on_db.code == 0 and on_lake.code == 0, on_db.err + on_lake.err
+    assert on_lake.err == ""
+    assert _cells(on_lake.out) == _cells(on_db.out) and len(_cells(on_lake.out)) > 2
+    assert _files(lake) == files  # printed, not stored: the lake is read-only here
+
+
+def test_export_overlay_and_html_of_a_lake_run(run_cli, db_and_lake, tmp_path):
+    """`export --lake` was refused on the command line (the Python API took a lake)."""
+    import json
+
+    db, lake = db_and_lake
+    overlays = {}
+    for where, option in (("db", ()), ("lake", ("--lake", str(lake)))):
+        out = tmp_path / f"{where}.json"
+        done = run_cli("export", "overlay", "--run", "small", "--method", "all", "-o", str(out), *option, db=db)
+        assert done.code == 0, done.err
+        assert done.out.startswith(f"wrote {out}: run 'small' rank(s) 0, 1")
+        overlays[where] = json.loads(out.read_text())
+    assert overlays["lake"] == overlays["db"]
+    html = tmp_path / "lake.html"
+    done = run_cli("export", "html", "--run", "small", "-o", str(html), "--lake", str(lake))
+    assert done.code == 0, done.err
+    assert done.out.startswith(f"wrote {html}: run 'small', ") and "Gantt of rank" in done.out
+    text = html.read_text()
+    assert text.lstrip().lower().startswith("<!doctype html") and "small" in text
+
+
+def test_export_and_whatif_refuse_a_missing_lake_in_one_line(run_cli, tmp_path):
+    for args in (("whatif",), ("export", "html", "--run", "x", "-o", str(tmp_path / "x.html"))):
+        result = run_cli(*args, "--lake", str(tmp_path / "none"))
+        assert result.code == 1 and result.err.strip().splitlines() == [
+            f"error: no lake at {tmp_path / 'none'}; run `ctda-sql ingest --lake {tmp_path / 'none'} PATH` first"]
+        assert not (tmp_path / "none").exists()

@@ -6,11 +6,19 @@ from __future__ import annotations
 import argparse
 
 from ctda_sql.api import Warehouse
+from ctda_sql.cli.lake import add_lake_option
 from ctda_sql.core.connection import resolve_db_path
 
 
+def _reader(args) -> Warehouse:
+    """The lake's views (--lake) or the database, read-only."""
+    if getattr(args, "lake", None) is not None:
+        return Warehouse(lake=args.lake, read_only=True, udfs_for="")
+    return Warehouse(resolve_db_path(args.db), read_only=True, udfs_for="")
+
+
 def cmd_export_overlay(args) -> int:
-    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for="") as wh:
+    with _reader(args) as wh:
         done = wh.export_overlay(args.output, run=args.run, rank=args.rank, methods=[args.method])
     ranks = ", ".join(map(str, done["ranks"]))
     print(f"wrote {done['path']}: run {done['run']!r} rank(s) {ranks}, {done['events']:,} events "
@@ -20,7 +28,7 @@ def cmd_export_overlay(args) -> int:
 
 
 def cmd_export_html(args) -> int:
-    with Warehouse(resolve_db_path(args.db), read_only=True, udfs_for="") as wh:
+    with _reader(args) as wh:
         done = wh.export_html(args.output, run=args.run, step=args.step, rank=args.rank, compare=args.compare)
     print(f"wrote {done['path']}: run {done['run']!r}, {done['charts']} charts "
           f"(Gantt of rank {done['gantt_rank']} step {done['gantt_step']}); open it in a browser")
@@ -67,4 +75,5 @@ def _common(parser, output_help: str, handler) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help=output_help)
     # accepted after the command too, as everywhere: `ctda-sql export html --db x.duckdb ...`
     parser.add_argument("--db", default=argparse.SUPPRESS, help="database file")
+    add_lake_option(parser)
     parser.set_defaults(handler=handler)

@@ -7,9 +7,11 @@ from __future__ import annotations
 from ctda_sql.lake.workers import MAX_WORKERS_PER_CORE, check_workers, max_workers
 
 
-def add_lake_option(parser, distributed: bool = False) -> None:
-    parser.add_argument("--lake", metavar="DIR",
-                        help="use a Parquet lake folder instead of the database file (docs/scale-out.md)")
+LAKE_HELP = "use a Parquet lake folder instead of the database file (docs/scale-out.md)"
+
+
+def add_lake_option(parser, distributed: bool = False, help: str = LAKE_HELP) -> None:
+    parser.add_argument("--lake", metavar="DIR", help=help)
     if distributed:
         parser.add_argument("--workers", type=int, metavar="N",
                             help="with --lake: Dask worker processes to start, from 1 to "

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from statistics import mean
 
+from ctda_sql.cli.lake import add_lake_option
 from ctda_sql.core.connection import connect, existing_db_path
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.cli.output import FORMATS, add_max_width, render, table_width
@@ -76,6 +77,8 @@ def add_parser(sub) -> None:
     p.add_argument("--format", "-f", choices=FORMATS, default="table", help="output format (default: table)")
     add_max_width(p)
     p.add_argument("--db", default=argparse.SUPPRESS, help="database file")
+    add_lake_option(p, help="replay a run of this Parquet lake (docs/scale-out.md); its scenarios are "
+                            "printed, not stored: the lake's tables are read-only views")
     p.set_defaults(handler=cmd_whatif)
 
 
@@ -84,7 +87,7 @@ def cmd_whatif(args) -> int:
 
     # kernel names run to hundreds of characters: tables fit the terminal, as query's do
     width = table_width(sys.stdout, args.max_width if args.max_width is not None else load_config().max_width)
-    con = connect(existing_db_path(args.db), for_sql="")
+    con = _open(args)
     try:
         tables = run(con, args, show_progress=True)
     finally:
@@ -99,6 +102,15 @@ def cmd_whatif(args) -> int:
             print(textwrap.fill(title, width) if width else title)
         print(render(columns, rows, args.format, width))
     return 0
+
+
+def _open(args):
+    """The lake's views (--lake; the scenario's rows live in this process only) or the database."""
+    if getattr(args, "lake", None) is not None:
+        from ctda_sql.lake.views import open_lake
+
+        return open_lake(args.lake, for_sql="")
+    return connect(existing_db_path(args.db), for_sql="")
 
 
 def _keys(args) -> list[str]:

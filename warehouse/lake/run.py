@@ -9,7 +9,6 @@ Client differs (warehouse/lake/cluster.py). The work itself is in warehouse/lake
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from contextlib import suppress
 from dataclasses import asdict
@@ -17,8 +16,10 @@ from datetime import datetime, timezone
 from decimal import ROUND_FLOOR, Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ctda_sql.lake import integrity
 from ctda_sql.lake import store as lake
 from ctda_sql.lake import tasks as lake_tasks
 from ctda_sql.core.errors import CtdaError
@@ -34,13 +35,17 @@ from ctda_sql.lake.cluster import (UNCHANGED, LakeInterrupted, _file_errors, _ga
 # ---- ingest ------------------------------------------------------------------------------------
 
 def existing_traces(root: Path) -> list[dict]:
-    """run, rank, file_sha256 and source_path of every ingested rank of the lake."""
+    """run, rank, file_sha256 and source_path of every ingested rank of the lake (a traces
+    file that cannot be read is left out: its rank is loaded again with --replace)."""
     found = []
     for folder in sorted((root / "traces").glob("run=*/rank=*")):
-        files = sorted(folder.glob("*.parquet"))
-        if not files:
+        part = folder / lake.PART_FILE
+        if not part.is_file():
             continue
-        row = pq.read_table(files[0], columns=["file_sha256", "source_path"]).to_pylist()[0]
+        try:
+            row = pq.read_table(part, columns=["file_sha256", "source_path"]).to_pylist()[0]
+        except (OSError, pa.ArrowException, IndexError):
+            continue
         found.append({"run": folder.parent.name.removeprefix("run="),
                       "rank": int(folder.name.removeprefix("rank=")), **row})
     return found
@@ -133,8 +138,8 @@ def _ingest_locked(client, root: Path, files: list[Path], name: str, meta: dict 
         raise
     finally:
         del parsed
-        if runs_written:
-            _drop_empty_runs(root)
+        if runs_written:  # this run if no rank of it is in, and runs whose ranks it took over
+            _drop_empty_runs(root, {name} | {held["run"] for held in moved})
         # the parsed events spilled under _tmp by tasks that did not write them (a failed batch)
         lake.remove_stale_staging(root)
     for item in written:
@@ -146,16 +151,14 @@ def _ingest_locked(client, root: Path, files: list[Path], name: str, meta: dict 
 def _restore_runs(root: Path, runs_before: bytes | None, name: str, pending_before: bool) -> None:
     """An ingest that published no rank leaves runs.parquet and the run's unfinished-ingest
     mark as they were (its run id and merged --meta were written before the ranks)."""
-    runs_file = root / lake.RUNS_FILE
+    if not pending_before:  # first: the run may never have been published at all
+        with suppress(OSError):
+            lake.clear_ingest_pending(root, name)
     with suppress(OSError):  # the failure being reported says more than this one would
         if runs_before is None:
-            runs_file.unlink(missing_ok=True)
+            (root / lake.RUNS_FILE).unlink(missing_ok=True)
         else:
-            staged = root / f".{lake.RUNS_FILE}.restore"
-            staged.write_bytes(runs_before)
-            os.replace(staged, runs_file)
-        if not pending_before:
-            lake.clear_ingest_pending(root, name)
+            lake.restore_runs_file(root, runs_before)
 
 
 def _run_row(runs: list[dict], name: str, meta: dict, summaries: list[dict]) -> dict:
@@ -179,16 +182,19 @@ def _check_ranks(root: Path, run_row: dict, summaries: list[dict], replace: bool
         seen[summary["rank"]] = summary["path"]
     if replace:
         return
-    held = set(lake.ranks_of(root, "traces", run_row["name"]))
+    held = set(lake.ingested_ranks(root, run_row["name"]))
     for summary in summaries:
         if summary["rank"] in held:
             raise CtdaError(f"{summary['path']}: the run already has rank {summary['rank']}; "
                             "use --replace to overwrite it or --run NAME for a new run")
 
 
-def _drop_empty_runs(root: Path) -> None:
+def _drop_empty_runs(root: Path, names: set[str]) -> None:
+    """Remove the runs of `names` that have no rank in the lake from runs.parquet. Only those:
+    another run without ranks lost its traces partitions, which the integrity check reports
+    (an ingest of another run dropped it from runs.parquet without a word)."""
     runs = lake.read_runs(root)
-    kept = [r for r in runs if lake.ranks_of(root, "traces", r["name"])]
+    kept = [r for r in runs if r["name"] not in names or lake.ingested_ranks(root, r["name"])]
     if len(kept) != len(runs):
         lake.write_runs(root, kept)
 
@@ -220,7 +226,7 @@ def analyze_lake(client, lake_dir: str | Path, run: str | None = None, method: s
             if not analysed:
                 raise LakeInterrupted(UNCHANGED) from None
             kept = "; ".join(f"run {name!r} {_ranks_text(ranks)}" for name, ranks in analysed.items())
-            others = any(set(lake.ranks_of(root, "traces", name)) - set(analysed.get(name, [])) for name in runs)
+            others = any(set(lake.ingested_ranks(root, name)) - set(analysed.get(name, [])) for name in runs)
             raise LakeInterrupted(
                 f"interrupted; the lake keeps the new results of {kept}"
                 f"{'; the other ranks keep what they had' if others else ''}; run the same command again to "
@@ -237,10 +243,10 @@ def _analyze_locked(client, root: Path, run: str | None, methods: list[str], per
     if run is not None and not chosen:
         names = ", ".join(sorted(r["name"] for r in runs)) or "none (ingest first)"
         raise CtdaError(f"no run named {run!r}; runs: {names}")
-    damaged, _ = lake.lake_problems(root, [r["name"] for r in chosen])
+    damaged, _ = integrity.lake_problems(root, [r["name"] for r in chosen])
     for name, problems in sorted(damaged.items()):  # its paths would be built on part of its events
-        raise CtdaError(lake.damage_message(root, name, problems))
-    work = [(r, rank) for r in chosen for rank in lake.ranks_of(root, "traces", r["name"])]
+        raise CtdaError(integrity.damage_message(root, name, problems))
+    work = [(r, rank) for r in chosen for rank in lake.ingested_ranks(root, r["name"])]
     if not work:
         raise CtdaError(NO_WINDOWS)
     settings_dict = asdict(settings or AnalysisSettings())

@@ -145,9 +145,24 @@ def ranks_of(lake: Path, table: str, run: str) -> list[int]:
     return sorted(int(m.group(1)) for m in found if m)
 
 
+# The lake's manifest: the only file names a table's partition holds as data. Any other file
+# (a copy of another rank's file beside part-0.parquet, a backup) is no data: readers and
+# analyze skip it and the integrity check names it (warehouse/lake/integrity.py).
+DATA_FILES = {table: (PART_FILE, CROSS_RANK_FILE) if table in CROSS_RANK_PATH_TABLES else (PART_FILE,)
+              for table in PARTITIONED}
+
+
 def partition_files(lake: Path, table: str, run: str, rank: int) -> list[Path]:
+    """The (run, rank) partition's data files: those DATA_FILES names that are there."""
     folder = partition_dir(lake, table, run, rank)
-    return sorted(f for f in folder.glob("*.parquet") if f.is_file()) if folder.is_dir() else []
+    return [folder / name for name in DATA_FILES[table] if (folder / name).is_file()]
+
+
+def ingested_ranks(lake: Path, run: str) -> list[int]:
+    """The run's ranks whose traces partition holds its file: an ingest publishes traces last,
+    so exactly these ranks are in the lake (the other tables' partitions of any other rank are
+    left over from a rank whose traces were lost, and are not read)."""
+    return [rank for rank in ranks_of(lake, "traces", run) if partition_files(lake, "traces", run, rank)]
 
 
 def new_staging_dir(lake: Path) -> Path:
@@ -399,14 +414,30 @@ def write_runs(lake: Path, runs: list[dict]) -> None:
     for row in rows:
         row["origin_ts"] = Decimal(row["origin_ts"])
     table = pa.Table.from_pylist(rows, schema=_RUNS_SCHEMA)
+    _replace_runs_file(lake, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+
+
+def restore_runs_file(lake: Path, content: bytes) -> None:
+    """Put runs.parquet back to `content` (what it held before), atomically."""
+    _replace_runs_file(lake, lambda tmp: tmp.write_bytes(content))
+
+
+def _replace_runs_file(lake: Path, write) -> None:
+    """write(tmp) a temporary file, then rename it over runs.parquet; the temporary file goes
+    when either step fails (a runs.parquet that cannot be replaced left one per ingest)."""
     tmp = lake / f".{RUNS_FILE}.{uuid.uuid4().hex}.tmp"
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, lake / RUNS_FILE)
+    try:
+        write(tmp)
+        os.replace(tmp, lake / RUNS_FILE)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
-# ---- integrity -----------------------------------------------------------------------------
+# ---- unfinished ingests ----------------------------------------------------------------------
 
 PENDING = "_pending"  # LAKE/_pending/NAME: an ingest of run NAME started and has not finished
+# (what is wrong with a lake's files: warehouse/lake/integrity.py)
 
 
 def mark_ingest_pending(lake: Path, run: str) -> None:
@@ -422,55 +453,3 @@ def clear_ingest_pending(lake: Path, run: str) -> None:
 def pending_ingests(lake: Path) -> list[str]:
     folder = lake / PENDING
     return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-
-
-def lake_problems(lake: Path, runs: list[str]) -> tuple[dict[str, list[str]], list[str]]:
-    """What is wrong with the lake's files: per run, the damage that makes its results wrong (a
-    rank whose events, steps or threads partition is gone; an ingest that did not finish,
-    which may leave ranks of two recordings); and the folders and files that are no data
-    (orphan partitions, stray files), which readers skip."""
-    damaged: dict[str, list[str]] = {}
-    listed = set(runs)
-    for run in runs:
-        traced = set(ranks_of(lake, "traces", run))
-        for table in ("events", "steps", "threads"):
-            lacking = sorted(r for r in traced if not partition_files(lake, table, run, r))
-            if lacking:
-                damaged.setdefault(run, []).append(
-                    f"rank(s) {', '.join(map(str, lacking))} have no {table} partition")
-    for run in pending_ingests(lake):
-        damaged.setdefault(run, []).append("an ingest of it did not finish, so its ranks may come from "
-                                           "two recordings")
-    skipped = []
-    for table in PARTITIONED:
-        folder = lake / table
-        if not folder.is_dir():
-            continue
-        for run_folder in sorted(folder.iterdir()):
-            if not (run_folder.is_dir() and run_folder.name.removeprefix("run=") in listed
-                    and run_folder.name.startswith("run=")):
-                skipped.append(str(run_folder.relative_to(lake)))
-                continue
-            for rank_folder in sorted(run_folder.iterdir()):
-                if not (rank_folder.is_dir() and _PARTITION.fullmatch(rank_folder.name)):
-                    skipped.append(str(rank_folder.relative_to(lake)))
-                    continue
-                skipped += [str(f.relative_to(lake)) for f in sorted(rank_folder.iterdir())
-                            if not (f.is_file() and f.suffix == ".parquet")]
-    return damaged, skipped
-
-
-def damage_message(lake: Path, run: str, problems: list[str]) -> str:
-    return (f"lake {lake}: run {run}: {'; '.join(problems)}; ingest its traces again "
-            "(with --replace) before trusting its results")
-
-
-def lake_warnings(lake: Path) -> list[str]:
-    """One line per damaged run and one for the skipped folders and files: what a reader of
-    the lake is told on stderr."""
-    damaged, skipped = lake_problems(lake, [r["name"] for r in read_runs(lake)])
-    lines = [damage_message(lake, run, problems) for run, problems in sorted(damaged.items())]
-    if skipped:
-        shown = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
-        lines.append(f"lake {lake}: skipped what is not a partition of a listed run: {shown}")
-    return lines

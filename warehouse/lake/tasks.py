@@ -279,5 +279,12 @@ def cross_rank_run(lake_dir: str, run: dict, ranks: list[int], threads: int,
         return TaskFailure(f"run {run['name']}: {str(exc).strip().splitlines()[0]}")
     finally:
         con.close()
-    matched = [line.strip() for line in summary.splitlines() if "collective instances matched" in line]
-    return {"run": run["name"], "lines": matched}
+    return {"run": run["name"], "lines": run_summary_lines(summary, run["name"])}
+
+
+def run_summary_lines(summary: str, run: str) -> list[str]:
+    """analyze_cross_rank's summary of one run, its `cross_rank:` line naming the run (the
+    lake prints one per run) and its notes kept."""
+    lines = [line.strip() for line in summary.splitlines() if line.strip()]
+    return [line.replace("cross_rank: ", f"cross_rank: run {run!r}: ", 1) if line.startswith("cross_rank: ")
+            else line for line in lines]

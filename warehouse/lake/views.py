@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 
 from ctda_sql.core.connection import duckdb_path
 from ctda_sql.core.errors import CtdaError
-from ctda_sql.lake.store import (PARTITIONED, RUNS_FILE, TMP, _quoted, lake_path, lake_warnings, partition_files,
-                                 ranks_of, read_runs)
+from ctda_sql.lake.integrity import LakeCheck, check_lake, warning_lines
+from ctda_sql.lake.store import PARTITIONED, RUNS_FILE, TMP, _quoted, lake_path, read_runs
 
 
 # ---- reading -------------------------------------------------------------------------------
@@ -40,22 +40,18 @@ def _typed_select(con, table: str, source: str) -> str:
     return f"SELECT {', '.join(items)} FROM {source}"
 
 
-def data_files(lake: Path, table: str, runs: list[str]) -> list[Path]:
-    """The files that are `table`'s data: *.parquet files in run=NAME/rank=N folders of the
-    lake's runs (runs.parquet). Orphan partitions (a run the lake does not list, rank=abc) and
-    stray files are not read as data (lake_problems names them)."""
-    return [f for run in runs for rank in ranks_of(lake, table, run) for f in partition_files(lake, table, run, rank)]
-
-
 def attach_views(con: duckdb.DuckDBPyConnection, lake: Path, describe: bool = True,
-                 read_only_files: bool = False) -> list[str]:
+                 read_only_files: bool = False, check: LakeCheck | None = None) -> list[str]:
     """Replace the warehouse tables of `con` (an in-memory warehouse) by views over the lake;
     tables the lake has no file for stay as the schema's empty tables. With `describe`, each
     view keeps its table's COMMENTs (the shell's .schema and completion menus show them).
     With `read_only_files` (--safe), the views read the files through Arrow datasets, so the
     connection's SQL needs no file access at all: DuckDB's allowed_directories would let SQL
-    write into the lake too (COPY ... TO 'LAKE/...'). Returns the view names."""
-    runs = [r["name"] for r in read_runs(lake)]
+    write into the lake too (COPY ... TO 'LAKE/...'). The views read what `check` (default:
+    check_lake's) finds to be data: the files the layout names, of the ranks in the lake, that
+    are Parquet files. Returns the view names."""
+    if check is None:
+        check = check_lake(lake, [r["name"] for r in read_runs(lake)])
     sources = {}
     if (lake / RUNS_FILE).is_file():
         if read_only_files:
@@ -64,7 +60,7 @@ def attach_views(con: duckdb.DuckDBPyConnection, lake: Path, describe: bool = Tr
         else:
             sources["runs"] = f"read_parquet({_literal(lake / RUNS_FILE)})"
     for table in PARTITIONED:
-        files = data_files(lake, table, runs)
+        files = check.data_files(lake, table)
         if not files:
             continue
         if read_only_files:
@@ -125,12 +121,13 @@ def open_lake(lake_dir: str | Path, for_sql: str | None = None, safe: bool = Fal
     lake = lake_path(lake_dir, must_exist=True)
     import sys
 
-    for line in lake_warnings(lake):  # a damaged lake is still read, but never silently
+    check = check_lake(lake, [r["name"] for r in read_runs(lake)])
+    for line in warning_lines(lake, check):  # a damaged lake is still read, but never silently
         print(f"warning: {line}", file=sys.stderr)
     one_shot = macros_for is not None
     con = connect(":memory:", for_sql=for_sql, macros_for=macros_for, scratch=one_shot)
     try:
-        attach_views(con, lake, describe=not one_shot, read_only_files=safe)
+        attach_views(con, lake, describe=not one_shot, read_only_files=safe, check=check)
         sqlfiles.execute(con, "analysis/seed_phase_rules.sql")  # what analyze leaves in a database
         if safe:  # the views read through Arrow: SQL reaches no file, the lake's included
             lock_out_files(con)
