@@ -32,7 +32,7 @@ annotations_on_path AS (
            count(*) AS occurrences, count(DISTINCT (s.run_id, s.step)) AS steps
     FROM scope AS s
     JOIN events AS a
-        ON a.run_id = s.run_id AND a.rank = s.rank AND a.ph = 'X' AND a.cat = 'user_annotation'
+        ON a.run_id = s.run_id AND a.rank = s.rank AND a.ph = 'X' AND is_annotation_event(a.cat, a.name)
        AND NOT starts_with(a.name, 'ProfilerStep#') AND a.ts_us < s.to_us AND a.end_us > s.from_us
     -- on the threads the path follows (main and autograd), not on helper threads
     JOIN threads AS t

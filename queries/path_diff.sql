@@ -103,7 +103,7 @@ annotations AS (
            a.name, a.ts_us AS start_us, a.end_us
     FROM extent AS x
     JOIN events AS a
-        ON a.run_id = x.run_id AND a.rank = x.on_rank AND a.ph = 'X' AND a.cat = 'user_annotation'
+        ON a.run_id = x.run_id AND a.rank = x.on_rank AND a.ph = 'X' AND is_annotation_event(a.cat, a.name)
        AND NOT starts_with(a.name, 'ProfilerStep#') AND a.ts_us < x.hi_us AND a.end_us > x.lo_us
     JOIN threads AS t
         ON t.run_id = a.run_id AND t.rank = a.rank AND t.pid = a.pid AND t.tid = a.tid AND t.role <> 'stream'

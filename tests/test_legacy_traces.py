@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ctda_sql.api import Warehouse
+from ctda_sql.core import sqlfiles
 from ctda_sql.core.connection import connect
 from ctda_sql.engine.analyze import analyze
 from ctda_sql.ingest.load import ingest
@@ -275,3 +277,242 @@ def test_a_gpu_op_without_a_stream_arg_takes_it_from_its_stream_lane(tmp_path):
     assert legacy.execute("SELECT DISTINCT stream FROM events WHERE cat = 'Kernel'").fetchall() == [(7,)]
     modern = analyzed_trace(single_thread_step(legacy=False).write(tmp_path / "modern.json"), tmp_path)
     assert critical_path(legacy) == critical_path(modern)
+
+
+# ---- every reading of the warehouse, not only the path: collectives, what-if, reports -------
+# (issue 42 item 3) Each scenario is ingested twice into one warehouse, as run modern_X and
+# legacy_X; a report on the legacy run must read as it does on the modern one.
+
+ALL_REDUCE_DIMS = {"Input Dims": [[1048576]], "Input type": ["float"]}  # 4 MiB
+
+
+def gloo_ddp_rank(rank: int, compute_us: float, step_us: float, legacy: bool) -> TraceBuilder:
+    """A DDP step on gloo (tests/test_gloo_path.py's, with a forward annotation): compute, the
+    bucket's all-reduce call, which a gloo worker runs from call + 2 to 822 while the main
+    thread computes 100 us more, then waits (nothing recorded) and resumes at 842:
+      main    ## forward ## [5, compute + 15) holding aten::mm [10, 10 + compute)
+              c10d::allreduce_ [call, call + 5), call = 20 + compute
+              aten::mm [call + 10, call + 110), aten::add_ [842, 892)
+      worker  gloo:all_reduce [call + 2, 822)
+    Rank 0 computes 300 us, rank 1 500 us: rank 1 arrives last, at 522."""
+    b = TraceBuilder(rank=rank, world_size=2, pid=1000 + rank, legacy=legacy)
+    main, worker = b.thread(100 + rank, "pt_main_thread"), b.thread(500 + rank, "pt_gloo_runloop")
+    b.step(1, main, ts=0, dur=step_us)
+    b.annotation(main, "## forward ##", ts=5, dur=compute_us + 10)
+    b.cpu_op(main, "aten::mm", ts=10, dur=compute_us)
+    call = 20 + compute_us
+    b.cpu_op(main, "c10d::allreduce_", ts=call, dur=5)
+    b.annotation(worker, "gloo:all_reduce", ts=call + 2, dur=822 - (call + 2), **ALL_REDUCE_DIMS)
+    b.cpu_op(main, "aten::mm", ts=call + 10, dur=100)
+    b.cpu_op(main, "aten::add_", ts=842, dur=50)
+    return b
+
+
+def nccl_rank(rank: int, legacy: bool) -> TraceBuilder:
+    """A DDP step on NCCL, both ranks alike, the kernel without collective metadata (as in
+    every trace of that era): its size comes from the nccl:all_reduce annotation around the
+    launch (an Operator row in the 1.8 file):
+      aten::mm [0,100)          launch [10,20)   -> gemm on stream 7 [30,230)
+      c10d::allreduce_ [100,150) holding nccl:all_reduce [105,145), launch [110,120)
+                                                  -> ncclKernel_AllReduce on stream 20 [230,830)
+      cudaDeviceSynchronize [150,840), aten::add_ [840,940); ProfilerStep#1 [0,1000)"""
+    b = TraceBuilder(rank=rank, world_size=2, pid=1000 + rank, legacy=legacy)
+    main = b.thread(100 + rank, "pt_main_thread")
+    b.stream(7)
+    b.stream(20)
+    b.step(1, main, ts=0, dur=1000)
+    b.cpu_op(main, "aten::mm", ts=0, dur=100)
+    b.launch(main, ts=10, dur=10, kernel="gemm", stream=7, kernel_ts=30, kernel_dur=200)
+    b.cpu_op(main, "c10d::allreduce_", ts=100, dur=50)
+    b.annotation(main, "nccl:all_reduce", ts=105, dur=40, **ALL_REDUCE_DIMS)
+    b.launch(main, ts=110, dur=10, kernel="ncclKernel_AllReduce_RING_LL_Sum_float", stream=20,
+             kernel_ts=230, kernel_dur=600)
+    b.runtime(main, "cudaDeviceSynchronize", ts=150, dur=690)
+    b.cpu_op(main, "aten::add_", ts=840, dur=100)
+    return b
+
+
+SCENARIOS = {
+    "single": lambda legacy: [single_thread_step(legacy)],
+    "loader": lambda legacy: [data_loading_step(legacy)],
+    "gloo": lambda legacy: [gloo_ddp_rank(0, 300, 905, legacy), gloo_ddp_rank(1, 500, 900, legacy)],
+    "nccl": lambda legacy: [nccl_rank(0, legacy), nccl_rank(1, legacy)],
+}
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    """One warehouse holding every scenario twice: runs modern_X and legacy_X."""
+    root = tmp_path_factory.mktemp("legacy_reports")
+    warehouse = Warehouse(root / "w.duckdb")
+    for name, ranks in SCENARIOS.items():
+        for legacy in (False, True):
+            run = f"{'legacy' if legacy else 'modern'}_{name}"
+            folder = root / run
+            folder.mkdir()
+            for builder in ranks(legacy):
+                builder.write(folder / f"rank-{builder.rank}.json")
+            warehouse.ingest(folder, run=run)
+    warehouse.analyze()
+    yield warehouse
+    warehouse.close()
+
+
+def run_id(warehouse, run: str) -> int:
+    return warehouse.sql("SELECT run_id FROM runs WHERE name = $run", {"run": run}).fetchall()[0][0]
+
+
+def report_rows(warehouse, report: str, run: str, drop: tuple[str, ...] = ("run", "category", "cat"),
+                **params) -> list[tuple]:
+    """A saved report's rows for `run`, without the columns that name the run or the file's
+    category (Operator where the modern file says cpu_op)."""
+    relation = warehouse.report(report, run=run, **params)
+    keep = [i for i, column in enumerate(relation.columns) if column not in drop]
+    return [tuple(row[i] for i in keep) for row in relation.fetchall()]
+
+
+def path_of(warehouse, run: str, rank: int = 0, method: str = "ctda") -> list[tuple]:
+    return warehouse.sql(
+        "SELECT n.label, n.phase, round(p.counted_us, 3) FROM critical_path AS p "
+        "JOIN runs AS r USING (run_id) "
+        "JOIN nodes AS n ON n.run_id = p.run_id AND n.rank = p.node_rank AND n.step = p.step "
+        " AND n.method = (CASE WHEN p.method = 'cross_rank' THEN 'ctda' ELSE p.method END) AND n.node_id = p.node_id "
+        "WHERE r.name = $run AND p.rank = $rank AND p.method = $method ORDER BY p.seq",
+        {"run": run, "rank": rank, "method": method}).fetchall()
+
+
+def predicted(warehouse, run: str, **changes) -> list[tuple]:
+    """(rank, measured, predicted) of each step of `run` under the what-if `changes`."""
+    return sorted(warehouse.whatif(run=run, name=f"{run} {changes}", **changes)
+                  .project("rank, step, measured_us, predicted_us").fetchall())
+
+
+@pytest.mark.parametrize("method", ["ctda", "per_thread", "cross_rank"])
+def test_a_legacy_gloo_collective_is_on_the_path_as_communication(both, method):
+    """By hand (tests/test_gloo_path.py), rank 0: the compute, the call until gloo picks it up,
+    the execution on the worker, the update: 300 + 2 + 500 + 50 us. Across ranks the path
+    leaves for rank 1, whose arrival the all-reduce waited for: 500 + 2, then 300 + 50."""
+    expected = {"ctda": [("aten::mm", "Forward", 300), ("c10d::allreduce_", "Communication", 2),
+                         ("gloo:all_reduce", "Communication", 500), ("aten::add_", "Forward", 50)],
+                "cross_rank": [("aten::mm", "Forward", 500), ("c10d::allreduce_", "Communication", 2),
+                               ("gloo:all_reduce", "Communication", 300), ("aten::add_", "Forward", 50)]}
+    legacy = path_of(both, "legacy_gloo", method=method)
+    assert legacy == expected.get(method, expected["ctda"])
+    assert legacy == path_of(both, "modern_gloo", method=method)
+
+
+def test_the_collectives_worker_execution_is_a_communication_op(both):
+    # cp_comm_ops: the gloo executions outside the logical thread, one per rank
+    rows = both.sql("SELECT rank, name, tid FROM cp_comm_ops WHERE run_id = $r ORDER BY rank",
+                    {"r": run_id(both, "legacy_gloo")}).fetchall()
+    assert rows == [(0, "gloo:all_reduce", "500"), (1, "gloo:all_reduce", "501")]
+
+
+def test_the_network_what_if_models_a_legacy_gloo_collective(both):
+    """Twice the bandwidth halves the transfer after the last arrival (rank 1's call at 522,
+    the end at 822): 150 us less on both ranks."""
+    assert predicted(both, "legacy_gloo", comm_bandwidth_scale=2.0) == [(0, 1, 905, 755), (1, 1, 900, 750)]
+    assert predicted(both, "modern_gloo", comm_bandwidth_scale=2.0) == [(0, 1, 905, 755), (1, 1, 900, 750)]
+
+
+def test_the_network_what_if_models_a_legacy_nccl_kernel_from_its_annotation(both):
+    """The kernel's 4 MiB come from the Operator row nccl:all_reduce around its launch: a
+    2-rank ring all-reduce puts 2 (n - 1) / n = 1x its bytes on the bus, in 600 us (6.99 GB/s).
+    Twice the bandwidth: 300 us, and the sync, the update and the step's tail follow it:
+    1000 - 300 us on both ranks."""
+    for run in ("legacy_nccl", "modern_nccl"):
+        assert predicted(both, run, comm_bandwidth_scale=2.0) == [(0, 1, 1000, 700), (1, 1, 1000, 700)], run
+    model = both.sql("SELECT collective, round(bus_bw_gbps, 3), samples FROM comm_model WHERE run_id = $r",
+                     {"r": run_id(both, "legacy_nccl")}).fetchall()
+    assert model == [("allreduce", round(4 * 2**20 / 600 / 1000, 3), 2)]
+
+
+def test_a_category_selector_names_legacy_operators_by_their_modern_category(both):
+    """cpu_op:aten::mm=0.5: rank 1's compute ends 250 us sooner, so does its call and, 300 us
+    of transfer after it, the all-reduce on both ranks: 250 us less each."""
+    assert predicted(both, "legacy_gloo", scale={"cpu_op:aten::mm": 0.5}) == [(0, 1, 905, 655), (1, 1, 900, 650)]
+    assert predicted(both, "modern_gloo", scale={"cpu_op:aten::mm": 0.5}) == [(0, 1, 905, 655), (1, 1, 900, 650)]
+    # the file's own category names them too; another category does not
+    assert predicted(both, "legacy_gloo", scale={"Operator:aten::mm": 0.5}) == [(0, 1, 905, 655), (1, 1, 900, 650)]
+    assert predicted(both, "legacy_gloo", scale={"user_annotation:aten::mm": 0.5}) == [
+        (0, 1, 905, 905), (1, 1, 900, 900)]
+
+
+def test_a_kernel_selector_names_legacy_kernels(both):
+    for run in ("modern_single", "legacy_single"):
+        # conv [130,630) halved: 250 us less (relu, the sync and the rest follow it)
+        assert predicted(both, run, scale={"kernel:conv": 0.5}) == [(0, 1, 1000, 750)], run
+
+
+def test_the_demo_top_ops_list_the_legacy_operators_and_gpu_ops(both):
+    top = sqlfiles.load("demo/top_ops.sql")
+    rows = {}
+    for run in ("modern_single", "legacy_single"):
+        rows[run] = [(name, calls, total) for name, _, calls, total, _ in
+                     both.sql(top, {"run_id": run_id(both, run), "top": 20}).fetchall()]
+    assert rows["legacy_single"] == rows["modern_single"]
+    assert {"aten::to", "aten::conv2d", "conv", "Memcpy HtoD (Pageable -> Device)", "Memset (Device)"} <= {
+        name for name, *_ in rows["legacy_single"]}
+
+
+@pytest.mark.parametrize("scenario_name, op", [("single", "aten::add_"), ("gloo", "aten::mm")])
+def test_hotspots_and_percentiles_read_legacy_runs_alike(both, scenario_name, op):
+    modern, legacy = f"modern_{scenario_name}", f"legacy_{scenario_name}"
+    hot = report_rows(both, "hotspots", legacy)
+    assert hot == report_rows(both, "hotspots", modern)
+    assert op in {row[0] for row in hot}
+    for cat in ("cpu_op", "user_annotation", "kernel", "cuda_runtime", "gpu_memcpy"):
+        rows = report_rows(both, "percentiles", legacy, cat=cat)
+        assert rows == report_rows(both, "percentiles", modern, cat=cat), cat
+    assert report_rows(both, "percentiles", legacy, cat="cpu_op")  # not empty
+
+
+def test_cross_rank_hotspots_count_a_legacy_annotation(both):
+    legacy = report_rows(both, "cross_rank_hotspots", "legacy_gloo")
+    assert legacy == report_rows(both, "cross_rank_hotspots", "modern_gloo")
+    # rank 1's forward annotation encloses its compute on the cross-rank path
+    assert ("## forward ##" in {row[1] for row in legacy})
+
+
+def test_path_diff_names_a_legacy_annotation(both):
+    def diff(side: str) -> list[tuple]:
+        return both.report("path_diff", run_a=f"{side}_single", run_b=f"{side}_loader").fetchall()
+    legacy = diff("legacy")
+    assert legacy == diff("modern")
+    assert any("enumerate(DataLoader)" in str(row[1]) for row in legacy), legacy
+
+
+def test_the_async_flows_pair_each_launch_with_the_gpu_op_it_started(both):
+    """A 1.8 file links launches by correlation and draws each link as an `s`/`f` flow of cat
+    `async`: every flow starts at the launch call and ends at the GPU op that the warehouse
+    links to that call, and every linked GPU op has its flow."""
+    pairs = both.sql("""
+        WITH flows AS (
+            SELECT extra ->> 'id' AS flow_id, any_value(ts_us) FILTER (WHERE ph = 's') AS call_ts_us,
+                   any_value(ts_us) FILTER (WHERE ph = 'f') AS gpu_ts_us
+            FROM events WHERE run_id = $r AND ph IN ('s', 'f') AND cat = 'async' GROUP BY ALL
+        ),
+        linked AS (
+            SELECT correlation::VARCHAR AS flow_id, launch_ts_us, ts_us FROM analysis_gpu_ops WHERE run_id = $r
+        )
+        SELECT flow_id, g.launch_ts_us = f.call_ts_us AND g.ts_us = f.gpu_ts_us
+        FROM linked AS g FULL JOIN flows AS f USING (flow_id)
+        ORDER BY 1""", {"r": run_id(both, "legacy_single")}).fetchall()
+    # five launches; correlation 4 is cudaDeviceSynchronize's, which launched nothing
+    assert pairs == [("1", True), ("2", True), ("3", True), ("5", True), ("6", True)]
+
+
+RUN_REPORTS = ["clock_offsets", "collective_skew", "collectives", "comm_overlap", "cpcr", "cross_rank_hotspots",
+               "hotspots", "idle_time", "kernel_breakdown", "kernel_sequences", "launch_stats", "percentiles",
+               "queue_length", "step_trend", "stragglers", "temporal_breakdown", "unmatched_collectives",
+               "waiting_on"]
+
+
+@pytest.mark.parametrize("report", RUN_REPORTS)
+def test_every_report_on_a_run_reads_the_legacy_run_as_the_modern_one(both, report):
+    params = {"operator": "aten::"} if report == "kernel_sequences" else {}
+    for scenario_name in SCENARIOS:
+        # the 1.8 file's own Trace span (the builder writes none in the modern form) is an event too
+        legacy = [row for row in report_rows(both, report, f"legacy_{scenario_name}", **params)
+                  if "PyTorch Profiler (0)" not in row]
+        assert legacy == report_rows(both, report, f"modern_{scenario_name}", **params), scenario_name

@@ -108,7 +108,7 @@ WHERE e.ph = 'X' AND is_annotation_event(e.cat, e.name) AND NOT starts_with(e.na
 CREATE OR REPLACE TEMP TABLE cp_comm_ops AS
 SELECT e.run_id, e.rank, e.event_id, e.name, e.cat, e.pid, e.tid, e.ts_us, e.end_us
 FROM events AS e
-WHERE e.ph = 'X' AND e.cat = 'user_annotation' AND starts_with(e.name, 'gloo:') AND e.dur_us IS NOT NULL
+WHERE e.ph = 'X' AND is_annotation_event(e.cat, e.name) AND starts_with(e.name, 'gloo:') AND e.dur_us IS NOT NULL
   AND (e.run_id, e.rank) IN (SELECT DISTINCT run_id, rank FROM cp_windows)
   AND NOT EXISTS (SELECT 1 FROM cp_lanes AS l
                   WHERE l.run_id = e.run_id AND l.rank = e.rank AND l.pid = e.pid AND l.tid = e.tid);

@@ -8,7 +8,7 @@ SELECT
     avg(dur_us) AS mean_us
 FROM events
 WHERE run_id = $run_id AND ph = 'X'
-  AND cat IN ('cpu_op', 'kernel', 'gpu_memcpy', 'gpu_memset')
+  AND kineto_category(cat, name) IN ('cpu_op', 'kernel', 'gpu_memcpy', 'gpu_memset')  -- 1.8-1.9's names too
 GROUP BY name, cat
 ORDER BY total_us DESC, name
 LIMIT $top;

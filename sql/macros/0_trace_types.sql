@@ -47,3 +47,16 @@ CREATE OR REPLACE TEMP MACRO is_cpu_op_event(cat, name) AS
 -- Annotations (record_function ranges): user_annotation, and the other Operator rows.
 CREATE OR REPLACE TEMP MACRO is_annotation_event(cat, name) AS
     CASE WHEN cat = 'Operator' THEN NOT is_legacy_operator(name) ELSE cat = 'user_annotation' END;
+
+-- The modern category of an event: a 1.8-1.9 category under the name it has had since
+-- (Operator as cpu_op or user_annotation, by name as above); any other category as it is.
+-- For what users name by category (--scale CATEGORY:PATTERN, percentiles' category).
+CREATE OR REPLACE TEMP MACRO kineto_category(cat, name) AS
+    CASE cat
+        WHEN 'Operator' THEN CASE WHEN is_legacy_operator(name) THEN 'cpu_op' ELSE 'user_annotation' END
+        WHEN 'Runtime' THEN 'cuda_runtime'
+        WHEN 'Kernel' THEN 'kernel'
+        WHEN 'Memcpy' THEN 'gpu_memcpy'
+        WHEN 'Memset' THEN 'gpu_memset'
+        ELSE cat
+    END;

@@ -50,7 +50,9 @@ WITH durations AS (
     FROM events AS e JOIN runs AS r USING (run_id)
     WHERE e.ph = 'X' AND e.dur_us IS NOT NULL
       AND (run_name IS NULL OR r.name = run_name) AND (rank_no IS NULL OR e.rank = rank_no)
-      AND (category IS NULL OR e.cat = category) AND (name_pattern IS NULL OR e.name LIKE name_pattern)
+      -- a category by its file name or its modern one (cpu_op finds 1.8-1.9's Operator rows too)
+      AND (category IS NULL OR e.cat = category OR kineto_category(e.cat, e.name) = category)
+      AND (name_pattern IS NULL OR e.name LIKE name_pattern)
 )
 SELECT run, rank, cat, name, count(*) AS event_count,
        quantile_cont(dur_us, 0.5) AS p50_us, quantile_cont(dur_us, 0.95) AS p95_us,

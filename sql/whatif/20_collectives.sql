@@ -89,7 +89,7 @@ launches AS MATERIALIZED (
 annotations AS MATERIALIZED (
     SELECT run_id, rank, pid, tid, name, args, ts_us, end_us, row_number() OVER () AS annotation_row
     FROM events
-    WHERE cat = 'user_annotation' AND regexp_matches(name, '^(nccl|gloo):') AND end_us IS NOT NULL
+    WHERE is_annotation_event(cat, name) AND regexp_matches(name, '^(nccl|gloo):') AND end_us IS NOT NULL
       AND (run_id, rank, pid, tid) IN (SELECT run_id, rank, pid, tid FROM launches)
 ),
 positions AS MATERIALIZED (

@@ -22,7 +22,8 @@ SELECT run_id, rank, event_id, 'gpu/' || stream AS lane, ts_us, end_us,
 FROM modelled WHERE before_us > 0;
 
 CREATE OR REPLACE TEMP TABLE wi_event_factors AS
--- rules are matched against the distinct (name, category) pairs, then joined to the events
+-- rules are matched against the distinct (name, category) pairs, then joined to the events;
+-- a category glob matches the file's category or its modern name (cpu_op: 1.8-1.9's operators)
 WITH kinds AS (
     SELECT DISTINCT name, cat FROM events WHERE EXISTS (SELECT 1 FROM wi_rules)
 ),
@@ -30,7 +31,8 @@ matched AS (
     SELECT k.name, k.cat, r.seq, r.factor, r.ranks
     FROM kinds AS k
     JOIN wi_rules AS r
-        ON k.name GLOB r.name_glob AND (r.cat_glob IS NULL OR k.cat GLOB r.cat_glob)
+        ON k.name GLOB r.name_glob
+       AND (r.cat_glob IS NULL OR k.cat GLOB r.cat_glob OR kineto_category(k.cat, k.name) GLOB r.cat_glob)
 ),
 by_rule AS (
     SELECT e.run_id, e.rank, e.event_id,
@@ -106,7 +108,8 @@ positions AS MATERIALIZED (
     FROM (
         SELECT run_id, rank, pid, tid, ts_us, 1 AS is_op, event_id, end_us, NULL::BIGINT AS lane_row, NULL AS is_end
         FROM events
-        WHERE ph = 'X' AND cat = 'cpu_op' AND (run_id, rank, pid, tid) IN (SELECT run_id, rank, pid, tid FROM lanes)
+        WHERE ph = 'X' AND is_cpu_op_event(cat, name)
+          AND (run_id, rank, pid, tid) IN (SELECT run_id, rank, pid, tid FROM lanes)
         UNION ALL
         SELECT run_id, rank, pid, tid, window_start_us, 0, NULL, NULL, lane_row, false FROM lane_rows
         UNION ALL

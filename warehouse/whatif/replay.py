@@ -50,7 +50,12 @@ class WhatIfResult:
 
 
 def event_categories(con) -> set[str]:
-    return {row[0] for row in con.execute("SELECT DISTINCT cat FROM events WHERE cat IS NOT NULL").fetchall()}
+    """The categories a --scale selector may name: each event's, and its modern name (a
+    PyTorch 1.8-1.9 trace's Operator rows answer to cpu_op and user_annotation too); mapped
+    once per distinct (category, name) pair."""
+    return {row[0] for row in con.execute(
+        "SELECT DISTINCT unnest([cat, kineto_category(cat, name)]) "
+        "FROM (SELECT cat, name FROM events WHERE cat IS NOT NULL GROUP BY cat, name)").fetchall()}
 
 
 def whatif(con: duckdb.DuckDBPyConnection, run: str | None = None, rank: int | None = None,
