@@ -270,8 +270,8 @@ def cpu_timed(work) -> tuple[float, float]:
 
 class StatementTimes:
     """While active, every statement of the cross-rank stages (sql/crossrank) and of what-if
-    (sql/whatif) is run one at a time and its CPU time recorded, by the stage runners'
-    statement loops (crossrank._execute_stage, replay._execute), replaced for the while."""
+    (sql/whatif) is run one at a time and its CPU time recorded, by the stage runner
+    (core.stages.run_stage), replaced for the while."""
 
     def __init__(self):
         self.times: list[tuple[float, str, str]] = []
@@ -284,17 +284,17 @@ class StatementTimes:
             self.times.append((time.process_time() - cpu, name, made.group(0) if made else statement.split()[0]))
 
     def __enter__(self):
-        from ctda_sql.core import sqlfiles
-        from ctda_sql.engine import crossrank
-        from ctda_sql.whatif import replay
+        from ctda_sql.core import sqlfiles, stages
 
-        def stage(con, name, params):
-            self.run(con, f"crossrank/{name}", sqlfiles.parameterized_statements(sqlfiles.load(f"crossrank/{name}")),
-                     params)
+        run_stage = stages.run_stage
 
-        self.saved = [(crossrank, "_execute_stage", crossrank._execute_stage), (replay, "_execute", replay._execute)]
-        crossrank._execute_stage = stage
-        replay._execute = lambda con, name, values: self.run(con, name, replay._statements(name), values)
+        def stage(con, name, params, what="stage"):
+            if not name.startswith(("crossrank/", "whatif/")):
+                return run_stage(con, name, params, what)
+            self.run(con, name, sqlfiles.parameterized_statements(sqlfiles.load(name)), params)
+
+        self.saved = [(stages, "run_stage", run_stage)]
+        stages.run_stage = stage
         return self
 
     def __exit__(self, *exc):

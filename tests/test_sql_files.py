@@ -166,8 +166,10 @@ def test_hotspots_by_experiment_refuses_unknown_columns(warehouse):
         run_report(con, report, {"by": "nosuch"}).fetchall()
 
 
-@pytest.mark.parametrize("name", [f"{folder}/{name}" for folder in ("analysis", "crossrank", "whatif")
-                                  for name in __import__("ctda_sql.core.sqlfiles").core.sqlfiles.names(folder)])
+@pytest.mark.parametrize("name", [f"{folder}/{name}" for folder in ("analysis", "crossrank", "whatif", "advice",
+                                                                    "advice/rules")
+                                  for name in __import__("ctda_sql.core.sqlfiles").core.sqlfiles.names(folder)]
+                         + ["ingest/threads.sql", "ingest/steps.sql"])  # the stages core.stages.run_stage runs
 def test_stage_files_split_as_duckdb_splits_them(name):
     """parameterized_statements splits by text; it must agree with DuckDB's parser."""
     from ctda_sql.core import sqlfiles

@@ -1,15 +1,19 @@
+-- reads: analysis_windows, critical_path, nodes, path_events, events, threads
+-- makes: _adv_windows(run_id, rank, step, start_us, window_us)
+-- makes: _adv_stretches(run_id, rank, step, pid, tid, from_us, to_us)
+-- makes: _adv_events(run_id, rank, step, event_id, name, cat, self_us, inclusive_us, kind)
+-- makes: _adv_annotations(run_id, rank, step, name, path_us, occurrences)
+-- param: run_id INTEGER
+-- param: rank INTEGER   NULL: every rank
+-- param: step BIGINT    NULL: every step
 -- Where the critical path's time goes, by region, for `advise` (warehouse/advice/advise.py).
--- reads:  runs, analysis_windows, critical_path, nodes, path_events, events, threads
--- makes:  _adv_windows(run_id, rank, step, window_us)                 the analysed windows in scope
---         _adv_stretches(run_id, rank, step, pid, tid, from_us, to_us)  the stretches of the ctda path
---                 that a CPU thread holds: each CPU node's counted window, and the gap before it
---                 when the path was already on that thread (or the window's start): a thread
---                 that sleeps or waits inside an annotation holds the path there
---         _adv_events(run_id, rank, step, event_id, name, cat, self_us, inclusive_us, kind)
---                 counted events on the ctda path; kind: op, kernel, runtime, python, other
---         _adv_annotations(run_id, rank, step, name, path_us, occurrences)  user annotations
---                 (not ProfilerStep#) on main and autograd threads, with the path time they enclose
--- param:  run_id INTEGER, rank INTEGER (NULL: every rank), step BIGINT (NULL: every step)
+-- _adv_windows: the analysed windows in scope.
+-- _adv_stretches: the stretches of the ctda path that a CPU thread holds: each CPU node's
+--     counted window, and the gap before it when the path was already on that thread (or the
+--     window's start): a thread that sleeps or waits inside an annotation holds the path there.
+-- _adv_events: counted events on the ctda path; kind: op, kernel, runtime, python, other.
+-- _adv_annotations: user annotations (not ProfilerStep#) on main and autograd threads, with
+--     the path time they enclose.
 
 CREATE OR REPLACE TEMP TABLE _adv_windows AS
 SELECT run_id, rank, step, start_us, window_us

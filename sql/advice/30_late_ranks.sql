@@ -1,18 +1,21 @@
+-- reads: collective_instances, _adv_windows, _adv_annotations, _adv_events
+-- makes: _adv_late_ranks(run_id, rank, waited_us, windows, instances, last_share, p2p, region,
+--                        region_category, region_us, others_us, region_factor)
+-- makes: _adv_late_finding(rank, region, p2p, path_us, windows, ranks, occurrences, top_events,
+--                          scale_names, scale_categories, scale_factors, scale_ranks,
+--                          bandwidth_scale, drop_syncs, not_replayable, detail)
+-- param: run_id INTEGER
+-- param: step BIGINT    NULL: every step
 -- The rank the others wait for, and the region on its path that made it late (for the
 -- straggler and pipeline_bubble rules).
--- reads:  collective_instances, _adv_windows, _adv_annotations, _adv_events (10_path_regions.sql)
--- makes:  _adv_late_ranks(run_id, rank, waited_us, windows, instances, last_share, p2p,
---                         region, region_category, region_us, others_us, region_factor)
---         one row at most: the rank whose lateness the others waited longest for (waited_us,
---         over the steps in scope), the share of matched calls it was last to, whether the
---         waits were point-to-point (a pipeline), and its region whose path time per step
---         most exceeds the other ranks' mean (region_factor: the share of it the others need)
---         _adv_late_finding: the finding columns the straggler and pipeline_bubble rules share
---                 (warehouse/advice/advise.py FINDING_COLUMNS but rule, title and fix), with
---                 rank, region and p2p to tell the two apart. Scenario: the late rank's excess
---                 region takes the time it takes on the other ranks (region_factor); without
---                 such a region the saving is not replayed.
--- param:  run_id INTEGER, step BIGINT (NULL: every step)
+-- _adv_late_ranks: one row at most: the rank whose lateness the others waited longest for
+--     (waited_us, over the steps in scope), the share of matched calls it was last to, whether
+--     the waits were point-to-point (a pipeline), and its region whose path time per step most
+--     exceeds the other ranks' mean (region_factor: the share of it the others need).
+-- _adv_late_finding: the finding columns the straggler and pipeline_bubble rules share
+--     (warehouse/advice/advise.py FINDING_COLUMNS but rule, title and fix), with rank, region
+--     and p2p to tell the two apart. Scenario: the late rank's excess region takes the time it
+--     takes on the other ranks (region_factor); without such a region the saving is not replayed.
 
 CREATE OR REPLACE TEMP TABLE _adv_late_ranks AS
 WITH calls AS (

@@ -1,7 +1,7 @@
+-- registered: _adv_result_findings, _adv_result_profile (warehouse/advice/advise.py)
+-- writes: advice_findings, advice_profile
+-- param: run_id INTEGER
 -- Store a run's advice, replacing its earlier rows.
--- reads:  _adv_result_findings, _adv_result_profile (registered by warehouse/advice/advise.py)
--- makes:  rows of advice_findings and advice_profile for run $run_id
--- param:  run_id INTEGER
 DELETE FROM advice_findings WHERE run_id = $run_id;
 DELETE FROM advice_profile WHERE run_id = $run_id;
 INSERT INTO advice_findings

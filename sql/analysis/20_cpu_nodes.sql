@@ -1,3 +1,19 @@
+-- reads: cp_ops, cp_gpu_ops, cp_windows, cp_annotations, phase_rules, cp_comm_ops
+-- makes: cp_syncs(run_id, rank, top_event_id, event_id, name, correlation, pid, tid, sync_start_us,
+--                 sync_end_us, copy_gpu_event_id, sync_seq)
+-- makes: cp_tops(run_id, rank, step, event_id, name, pid, tid, role, ts_us, end_us, launch_stream,
+--                sync_start_us, sync_end_us, has_sync, annotations, node_part_end_us)
+-- makes: cp_top_phases(run_id, rank, event_id, phase)
+-- makes: cp_comm_waits(run_id, rank, event_id, comm_event_id, comm_end_us)
+-- makes: cp_top_nodes(run_id, rank, step, event_id, name, pid, tid, role, ts_us, end_us,
+--                     launch_stream, sync_start_us, sync_end_us, has_sync, annotations,
+--                     node_part_end_us, phase, logical_seq, prev_tid, prev_phase, after_wait,
+--                     segment, carried_stream, cpu_node)
+-- makes: cp_wait_returns(run_id, rank, step, cpu_node, sync_event_id, top_event_id, sync_name,
+--                        sync_correlation, copy_gpu_event_id, sync_start_us, sync_end_us, pid, tid,
+--                        phase, start_us, end_us, next_sync_start_us, next_sync_end_us)
+-- param: comm_resume_ratio DOUBLE
+-- param: comm_resume_us DOUBLE
 -- Stage 2: top-level events with their window, phase, launched stream and blocking syncs,
 -- then CPU nodes: runs of consecutive top-level events of the logical thread sharing
 -- OS thread, phase, launched stream and sync segment.

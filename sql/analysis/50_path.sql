@@ -1,3 +1,13 @@
+-- reads: cp_edges, cp_nodes, cp_windows, cp_wait_ends
+-- makes: cp_methods(method)
+-- makes: cp_method_edges(method, run_id, rank, step, src, dst, type, inferred, effective_end_us)
+-- makes: cp_choice(method, run_id, rank, step, node_id, pred_id, pred_type)
+-- makes: cp_window_extent(run_id, rank, step, name, start_us, end_us, e2e_end_us)
+-- makes: cp_walk(method, run_id, rank, step, node_id, edge_to_next, seq)
+-- makes: cp_counted(method, run_id, rank, step, node_id, edge_to_next, seq, kind, start_us, end_us,
+--                   carry_in, next_node, next_kind, pred_type, window_start_us, e2e_end_us,
+--                   raw_start_us, raw_end_us, launches_next, counted_start_us, counted_end_us)
+-- param: methods VARCHAR[]
 -- Stage 5: per method, each node's chosen predecessor, the backtracked path from the node
 -- that ends last, and each path node's counted window.
 

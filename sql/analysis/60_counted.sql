@@ -1,3 +1,15 @@
+-- reads: cp_counted, cp_gpu_node_events, cp_comm_ops, cp_nodes, cp_top_nodes, cp_ops,
+--        cp_wait_returns
+-- makes: cp_counted_windows(counted_window_id, run_id, rank, step, node_id, counted_start_us,
+--                           counted_end_us)
+-- makes: cp_path_members(counted_window_id, counted_start_us, counted_end_us, event_id, name, cat,
+--                        ts_us, end_us)
+-- makes: cp_points(counted_window_id, t, delta, nesting_order, event_id, ord, depth, next_t)
+-- makes: cp_segments(counted_window_id, event_id, length_us)
+-- makes: cp_window_event_time(counted_window_id, event_id, name, cat, self_us, inclusive_us)
+-- makes: cp_event_time(method, run_id, rank, step, node_id, event_id, name, cat, self_us,
+--                      inclusive_us)
+-- makes macro: cp_node_events(counted_only)
 -- Stage 6: counted time. Inside each counted window, time counts only where an event of the
 -- node executes (idle gaps inside a node are not work). For hotspots, each counted instant
 -- goes to the innermost event executing then (self time), found with a sweep over the

@@ -1,3 +1,12 @@
+-- reads: runs, analysis_windows, cp_window_extent, cp_methods, cp_nodes, cp_wait_ends,
+--        cp_method_edges, cp_gpu_node_events, cp_gpu_in_window, cp_stream_waits, cp_event_time,
+--        cp_counted, cp_node_events
+-- makes: cp_analysed_runs(run_id)
+-- makes: cp_changed_windows(run_id, rank, step)
+-- makes: cp_queued_idle(run_id, rank, step, node_id, idle_from_us, idle_to_us)
+-- writes: nodes, edges, critical_path, path_events, analysis_windows
+-- param: run_id INTEGER
+-- param: queue_idle_min_us DOUBLE
 -- Stage 7: replace earlier results of the analysed runs and methods, then store the new ones.
 
 -- An analysis replaces the previous one of its (run, method) whole: annotation windows are

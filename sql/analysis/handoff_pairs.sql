@@ -1,3 +1,5 @@
+-- reads: cp_gpu_in_window, cp_gpu_ops
+-- makes: rows(wait_us, gap_us, launched_before)
 -- For bench/handoff_stats.py, after the stages ran: every device op launched from a window's
 -- CPU node, how long it waited past its launch and its stream predecessor (wait_us), and
 -- how long before its start the last op on another stream ended (gap_us), among the ops

@@ -1,3 +1,4 @@
+-- writes: phase_rules
 -- Default phase rules, inserted when the table is empty. Edit phase_rules to change them.
 INSERT INTO phase_rules
 SELECT * FROM (VALUES

@@ -1,3 +1,5 @@
+-- reads: cp_windows, cp_nodes, cp_nested_windows, analysis_windows, cp_methods, critical_path
+-- makes: rows(windows, ranks, nodes, nested, paths)
 -- The figures of analyze's summary, read from the stages' tables right after they ran: the
 -- windows analysed, their ranks, the graph's nodes, annotations nested in a window of the
 -- same prefix, and per method analysed its windows' summed CPCR with their count (the mean

@@ -1,3 +1,8 @@
+-- registered: typed_events
+-- makes: rows(run_id, rank, event_id, name, cat, ph, ts_us, dur_us, pid, tid, stream, correlation,
+--             external_id, ts_raw, args, extra)
+-- param: origin_ts DECIMAL
+-- param: run_id INTEGER
 -- The rows of `events` from typed events: `typed_events` is an Arrow table of ingest.py (rows
 -- of one or two trace files, made by sql/ingest/typed_events.sql in the parse worker, with
 -- each file's rank, ts_scale and ts_offset_us as columns). No JSON is parsed here. Ingest

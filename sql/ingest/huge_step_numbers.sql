@@ -1,3 +1,5 @@
+-- registered: events
+-- makes: rows(event_id, name)
 -- ProfilerStep#N annotations whose N is too large for steps.step (BIGINT), from one file's
 -- typed events: ingest refuses the file instead of treating it as a trace without steps.
 SELECT event_id, name

@@ -1,3 +1,5 @@
+-- registered: events
+-- makes: rows(without_dur, string_lanes, without_cat, flow_ends_without_start, extra_keys)
 -- Counts of recoverable oddities in one trace file (reported as a warning), over its typed
 -- events (sql/ingest/typed_events.sql) in the parse worker.
 WITH flow_starts AS (
@@ -10,10 +12,10 @@ flow_ends_without_start AS (
     WHERE e.ph = 'f'
 )
 SELECT
-    count(*) FILTER (WHERE e.ph = 'X' AND e.dur_raw IS NULL),
-    count(*) FILTER (WHERE e.ph <> 'M' AND (TRY_CAST(e.pid AS BIGINT) IS NULL OR TRY_CAST(e.tid AS BIGINT) IS NULL)),
-    count(*) FILTER (WHERE e.cat IS NULL AND e.ph NOT IN ('M', 'i')),
-    (SELECT n FROM flow_ends_without_start),
+    count(*) FILTER (WHERE e.ph = 'X' AND e.dur_raw IS NULL) AS without_dur,
+    count(*) FILTER (WHERE e.ph <> 'M' AND (TRY_CAST(e.pid AS BIGINT) IS NULL OR TRY_CAST(e.tid AS BIGINT) IS NULL)) AS string_lanes,
+    count(*) FILTER (WHERE e.cat IS NULL AND e.ph NOT IN ('M', 'i')) AS without_cat,
+    (SELECT n FROM flow_ends_without_start) AS flow_ends_without_start,
     count(*) FILTER (WHERE len(list_filter(json_keys(e.extra),
-        lambda k: k NOT IN ('id', 'bp', 's', 'cname', 'tts', 'use'))) > 0)
+        lambda k: k NOT IN ('id', 'bp', 's', 'cname', 'tts', 'use'))) > 0) AS extra_keys
 FROM events AS e;

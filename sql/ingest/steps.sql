@@ -1,3 +1,7 @@
+-- reads: events
+-- writes: steps
+-- param: run_id INTEGER
+-- param: rank INTEGER
 -- One step per ProfilerStep#N annotation of one trace; a trace without any gets one
 -- step (number 0) spanning all of its timed events.
 -- Steps partition the rank's timeline (docs/method.md, "Windows partition the timeline"):

@@ -1,3 +1,7 @@
+-- reads: events
+-- writes: threads
+-- param: run_id INTEGER
+-- param: rank INTEGER
 -- Name every CPU thread and GPU lane of one trace and give it a role.
 -- The autograd thread is found by name (pt_autograd_N) or by the backward nodes it runs;
 -- the main thread is the op-running thread that marks the steps, else a thread running

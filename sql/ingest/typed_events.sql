@@ -1,3 +1,7 @@
+-- makes: rows(event_id, name, cat, ph, ts_raw, dur_text, dur_raw, pid, tid, stream_text,
+--             correlation, external_id, args, extra, suspect_ts, unset_ts)
+-- param: first_event_id BIGINT
+-- param: events_file VARCHAR
 -- Type the raw event objects of one trace file (a JSON array in $events_file, or one part of
 -- the file's array whose first event is at $first_event_id), parsing each object once:
 -- json_transform reads every Kineto field in one pass (ts as DECIMAL straight from the number

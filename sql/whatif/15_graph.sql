@@ -1,3 +1,13 @@
+-- reads: nodes, wi_windows, edges, events
+-- makes: wi_nodes(window_index, run_id, rank, step, node_id, kind, label, carry_in, pid, tid,
+--                 stream, ends_with_sync, sync_start_us, sync_end_us, wait_end_us, lane, start_us,
+--                 end_us, window_start_us, window_end_us, seq)
+-- makes: wi_edge_times(window_index, src_seq, dst_seq, allowed_us, src_start_us, src_lane,
+--                      dst_start_us, dst_lane, run_id, rank, binding)
+-- makes: wi_queue_waits(window_index, window_us, run_id, rank, event_id, lane, ts_us, end_us)
+-- makes: wi_window_tails(window_index, tail_seq, node_end_us, lane, window_end_us)
+-- param: queue_wait_us DOUBLE
+-- param: queue_share DOUBLE
 -- The replay's graph, the same for every scenario of one what-if: every node of the selected
 -- windows, every edge with the instant it let its destination start in the measurement, the
 -- launch-queue waits, and where each window's CPU side ends. Scenario-dependent durations:

@@ -1,3 +1,13 @@
+-- reads: wi_shrink, wi_window_tails, wi_nodes, wi_edge_times, wi_queue_waits, wi_windows
+-- makes: wi_removed(run_id, rank, lane, t, removed_us)
+-- makes: wi_replay_nodes(window_index, seq, node_id, kind, label, carry_in, stream, start_us,
+--                        end_us, duration_us, lead_us, has_predecessor, ends_with_sync,
+--                        next_on_lane_seq)
+-- makes: wi_replay_edges(window_index, src_seq, dst_seq, offset_us, slack_us)
+-- makes: wi_window_gates(window_index, gated_us)
+-- makes: wi_replay_windows(window_index, run_id, rank, step, window_us, cpu_end_us,
+--                          device_ends_step, reported, tail_seq, gated_us, tail_us)
+-- param: drop_syncs BOOLEAN
 -- The replay's inputs under the scenario: every node of the selected windows (15_graph.sql)
 -- with its duration, and every edge with the measured slack it keeps. Times are relative to
 -- the window start. A lane's removed time between two instants is C(t2) - C(t1), where C(t)

@@ -1,3 +1,9 @@
+-- reads: wi_windows, collective_instances, whatif_steps, runs
+-- registered: wi_cluster_transfers
+-- makes: whatif_cluster_links(scenario, run_id, rank, step, link, collectives, busy_us,
+--                             share_of_step)
+-- makes: wi_cluster_link_rows(run, rank, step, link, collectives, busy_us, share_of_step, run_id)
+-- param: scenario VARCHAR
 -- whatif --cluster: the link that limited each collective (the one busy longest while its
 -- flows ran), summed per scenario, rank, step and link (wi_cluster_transfers from
 -- warehouse/whatif/cluster.py; the steps' predicted times from whatif_steps).

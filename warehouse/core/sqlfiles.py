@@ -27,6 +27,11 @@ def execute(con: duckdb.DuckDBPyConnection, name: str) -> None:
     con.execute(load(name))
 
 
+# a declared parameter, as queries/*.sql reports and sql stage contracts write it:
+# `-- param: top INTEGER = 20   rows to keep` (type, then an optional default and help)
+PARAM_LINE = re.compile(
+    r"^--\s*param:\s*(?P<name>[A-Za-z_]\w*)\s+(?P<type>[A-Za-z]+(?:\[\])?)\s*(?:=\s*(?P<default>\S+))?\s*(?P<help>.*)$"
+)
 _PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _COMMENT = re.compile(r"--[^\n]*")
 _CODE_LINE = re.compile(r"^\s*[^-\s]", re.MULTILINE)

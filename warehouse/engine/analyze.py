@@ -9,13 +9,14 @@ from dataclasses import dataclass
 import duckdb
 
 from ctda_sql.engine import crossrank
-from ctda_sql.core import sqlfiles
+from ctda_sql.core import sqlfiles, stages
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.core.runs import run_id_of
 from ctda_sql.core.progress import progress_bar
 from ctda_sql.core.transaction import transaction
 
 METHODS = ("ctda", "per_thread", crossrank.METHOD)
+# run in the order their contracts ask (core.stages.ordered)
 STAGES = (
     "10_cpu_events.sql", "20_cpu_nodes.sql", "30_gpu_nodes.sql", "40_edges.sql",
     "50_path.sql", "60_counted.sql", "70_persist.sql",
@@ -74,23 +75,6 @@ def run_id_or_all(con, run: str | None) -> int | None:
     return None if run is None else run_id_of(con, run)[0]
 
 
-def _execute_stage(con, name: str, params: dict) -> None:
-    for statement, names in sqlfiles.parameterized_statements(sqlfiles.load(f"analysis/{name}")):
-        try:
-            con.execute(statement, {key: params[key] for key in names}) if names else con.execute(statement)
-        except duckdb.InterruptException:
-            raise  # Ctrl-C, not a failing stage
-        except duckdb.Error as exc:
-            first = str(exc).strip().splitlines()[0]
-            raise CtdaError(f"analysis stage {name} failed: {first} [{_label(statement)}]") from exc
-
-
-def _label(statement: str) -> str:
-    """The statement's first code line, to say which one failed."""
-    code = [line.strip() for line in statement.splitlines() if line.strip() and not line.strip().startswith("--")]
-    return code[0][:80] if code else ""
-
-
 def analyze(
     con: duckdb.DuckDBPyConnection,
     run: str | None = None,
@@ -120,11 +104,9 @@ def run_stages(con: duckdb.DuckDBPyConnection, run_id: int | None, methods: list
         "comm_resume_ratio": settings.comm_resume_ratio,
         "split_starved": settings.split_starved, "starve_gap_us": settings.starve_gap_us,
     }
-    _execute_stage(con, "seed_phase_rules.sql", {})
+    stages.run_stage(con, "analysis/seed_phase_rules.sql", {}, "analysis stage")
     with progress_bar("analyzing", len(STAGES), show_progress) as advance:
-        for stage in STAGES:
-            _execute_stage(con, stage, params)
-            advance()
+        stages.run_stages(con, "analysis", STAGES, params, "analysis stage", after_each=advance)
     return analysis_counts(con)
 
 

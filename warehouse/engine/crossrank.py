@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from ctda_sql.core import sqlfiles
-from ctda_sql.core.errors import CtdaError
+from ctda_sql.core import stages
 
 METHOD = "cross_rank"
 MATCH_STAGES = ("10_instances.sql", "20_match.sql")
@@ -47,8 +46,7 @@ def analyze_cross_rank(con: duckdb.DuckDBPyConnection, run_id: int | None, metho
     params = {"run_id": run_id, "gate_min_wait_us": settings.gate_min_wait_us,
               "resume_tolerance_us": settings.resume_tolerance_us,
               "causality_tolerance_us": settings.causality_tolerance_us}
-    for stage in MATCH_STAGES + PATH_STAGES:
-        _execute_stage(con, stage, params)
+    stages.run_stages(con, "crossrank", MATCH_STAGES + PATH_STAGES, params, "cross-rank stage")
     return _summary(con)
 
 
@@ -56,17 +54,7 @@ def match_collectives(con: duckdb.DuckDBPyConnection, run_id: int | None = None,
                       settings: CrossRankSettings = CrossRankSettings()) -> None:
     """Only the matching and clock offsets (no path): collective_instances and traces."""
     params = {"run_id": run_id, "causality_tolerance_us": settings.causality_tolerance_us}
-    for stage in MATCH_STAGES:
-        _execute_stage(con, stage, params)
-
-
-def _execute_stage(con, name: str, params: dict) -> None:
-    for statement, names in sqlfiles.parameterized_statements(sqlfiles.load(f"crossrank/{name}")):
-        try:
-            con.execute(statement, {key: params[key] for key in names}) if names else con.execute(statement)
-        except duckdb.Error as exc:
-            first = str(exc).strip().splitlines()[0]
-            raise CtdaError(f"cross-rank stage {name} failed: {first}") from exc
+    stages.run_stages(con, "crossrank", MATCH_STAGES, params, "cross-rank stage")
 
 
 def _summary(con) -> str:

@@ -21,10 +21,8 @@ from importlib import resources
 from pathlib import Path
 
 from ctda_sql.core.errors import CtdaError
+from ctda_sql.core.sqlfiles import PARAM_LINE as _PARAM_LINE
 
-_PARAM_LINE = re.compile(
-    r"^--\s*param:\s*(?P<name>[A-Za-z_]\w*)\s+(?P<type>[A-Za-z]+)\s*(?:=\s*(?P<default>\S+))?\s*(?P<help>.*)$"
-)
 REPORTS_ENV = "CTDA_REPORTS"
 _TYPES = {"VARCHAR": str, "INTEGER": int, "BIGINT": int, "DOUBLE": float, "BOOLEAN": bool}
 _TRUE = {"true", "1", "yes", "on"}

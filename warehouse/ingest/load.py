@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from ctda_sql.core import sqlfiles
+from ctda_sql.core import sqlfiles, stages
 from ctda_sql.core.errors import BadTraceError, CtdaError
 from ctda_sql.ingest.experiments import check_meta_keys, refresh_run_meta
 from ctda_sql.core.progress import progress_bar, stage_bar
@@ -194,8 +194,8 @@ def _make_room_or_skip(con, trace: ParsedTrace, run_id: int, replace: bool, resu
 def derive_trace(con, trace: ParsedTrace, run_id: int, result: IngestResult) -> None:
     """After the trace's events are in: its threads, steps and traces row, and its lines
     (loaded, odd-field warnings) in `result`. The lake's ingest tasks call it too."""
-    for derived in ("ingest/threads.sql", "ingest/steps.sql"):
-        con.execute(sqlfiles.load(derived), {"run_id": run_id, "rank": trace.rank})
+    stages.run_stages(con, "ingest", ("threads.sql", "steps.sql"), {"run_id": run_id, "rank": trace.rank},
+                      "ingest stage")
     _insert_trace_row(con, trace, run_id)
     result.loaded.append(_loaded_line(con, trace, run_id))
     result.warnings.extend(_odd_field_warnings(trace))

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ctda_sql.core import sqlfiles
+from ctda_sql.core import stages
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.whatif.changes import Scale, Scenario
 from ctda_sql.whatif.cluster_file import ClusterSpec, check_cluster, load_cluster
@@ -198,7 +198,7 @@ class ClusterScenario(Scenario):
         """Each coupled collective's transfer becomes its simulated time (sql/whatif/cluster_apply.sql)."""
         con.register("wi_cluster_transfers", self.transfers)
         try:
-            sqlfiles.execute(con, "whatif/cluster_apply.sql")
+            stages.run_stage(con, "whatif/cluster_apply.sql", {}, "what-if stage")
         finally:
             con.unregister("wi_cluster_transfers")
 
@@ -405,8 +405,7 @@ def whatif_clusters(con, scenarios: list[tuple[str, ClusterScenario]], run: str 
 def _persist_links(con, scenario: str, transfers: pa.Table) -> list[tuple]:
     con.register("wi_cluster_transfers", transfers)
     try:
-        for statement, names in sqlfiles.parameterized_statements(sqlfiles.load("whatif/cluster_links.sql")):
-            con.execute(statement, {"scenario": scenario}) if names else con.execute(statement)
+        stages.run_stage(con, "whatif/cluster_links.sql", {"scenario": scenario}, "what-if stage")
         return con.execute("SELECT * EXCLUDE (run_id) FROM wi_cluster_link_rows ORDER BY ALL").fetchall()
     finally:
         con.unregister("wi_cluster_transfers")

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ctda_sql.core import sqlfiles
+from ctda_sql.core import stages
 from ctda_sql.engine.analyze import run_id_or_all
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.core.transaction import transaction
 from ctda_sql.whatif.changes import Scale, Scenario  # noqa: F401  (part of this module's API)
 from ctda_sql.whatif.graph import Coupling, Graph, StreamCarry, WindowChain, column, first_rows
 
-# once per what-if (the windows and their graph), then once per replayed scenario
+# once per what-if (the windows and their graph), then once per replayed scenario; each
+# group runs in the order its contracts ask (core.stages.ordered)
 SCOPE = ("10_scope.sql", "15_graph.sql")
 PREPARE = ("05_rules.sql", "20_collectives.sql", "30_work_factors.sql", "40_graph.sql", "45_coupling.sql")
 # a CPU thread of the graph idle this long waited for another thread when that thread's work
@@ -88,8 +88,7 @@ def whatif_many(con: duckdb.DuckDBPyConnection, scenarios: list[tuple[str | None
     results = []
     # the scenarios' stages write comm_model too: one transaction keeps all or nothing
     with transaction(con):
-        for stage in SCOPE:
-            _execute(con, f"whatif/{stage}", params)
+        stages.run_stages(con, "whatif", SCOPE, params, "what-if stage")
         for _, scenario in scenarios:
             _check_scope(con, params, scenario)
         baseline = _replay(con, params, Scenario())
@@ -164,28 +163,13 @@ def _prepare(con, params: dict, scenario: Scenario) -> None:
         "latency_us": scenario.latency_us, "algorithm": scenario.allreduce, "world_size": scenario.world_size,
         "min_wait_us": MIN_WAIT_US, "handoff_us": HANDOFF_US, "drop_syncs": bool(scenario.drop_syncs),
     }
-    for stage in PREPARE:
-        _execute(con, f"whatif/{stage}", values)
-
-
-@lru_cache(maxsize=None)
-def _statements(name: str) -> tuple[tuple[str, frozenset], ...]:
-    """The statements of a stage and their parameters (parsed once per process)."""
-    return tuple((st, frozenset(names)) for st, names in sqlfiles.parameterized_statements(sqlfiles.load(name)))
+    stages.run_stages(con, "whatif", PREPARE, values, "what-if stage")
 
 
 def execute_stage(con, name: str, values: dict) -> None:
     """Run the statements of the SQL file `name` (under ctda_sql.sql) with its parameters from
-    `values`; a failing statement is a CtdaError naming the file."""
-    _execute(con, name, values)
-
-
-def _execute(con, name: str, values: dict) -> None:
-    for statement, names in _statements(name):
-        try:
-            con.execute(statement, {key: values[key] for key in names}) if names else con.execute(statement)
-        except duckdb.Error as exc:
-            raise CtdaError(f"what-if stage {name} failed: {str(exc).strip().splitlines()[0]}") from exc
+    `values`; a failing statement is a CtdaError naming the file (core.stages.run_stage)."""
+    stages.run_stage(con, name, values, "what-if stage")
 
 
 def _replay(con, params: dict, scenario: Scenario) -> _Replay:
@@ -304,7 +288,7 @@ def _persist(con, scenario: str, changes: str, steps: list[tuple], path: list[tu
     con.register("wi_result_steps", step_table)
     con.register("wi_result_path", path_table)
     try:
-        _execute(con, "whatif/50_persist.sql", {"scenario": scenario, "changes": changes})
+        stages.run_stage(con, "whatif/50_persist.sql", {"scenario": scenario, "changes": changes}, "what-if stage")
     finally:
         con.unregister("wi_result_steps")
         con.unregister("wi_result_path")

@@ -1,7 +1,10 @@
+-- reads: _adv_annotations, _adv_events, _adv_windows
+-- makes: rows(rule, title, fix, path_us, windows, ranks, occurrences, top_events, scale_names,
+--             scale_categories, scale_factors, scale_ranks, bandwidth_scale, drop_syncs,
+--             not_replayable, detail)
 -- rule: data_loading. The step waits for its next batch: data-loading annotations (`data_loading`,
 -- `enumerate(DataLoader)#...`) and the DataLoader's own ops and Python frames on the path.
--- reads:  _adv_windows, _adv_annotations, _adv_events
--- makes:  one finding row (the columns of warehouse/advice/advise.py FINDING_COLUMNS), or none
+-- Its row is a finding (the columns of warehouse/advice/advise.py FINDING_COLUMNS), or there is none.
 -- Scenario: the matched regions take no time (loading overlapped with the step by workers).
 WITH annotated AS (
     SELECT run_id, rank, step, name, 'user_annotation' AS category, path_us, occurrences

@@ -1,6 +1,10 @@
+-- reads: _adv_events, traces, events
+-- makes: rows(rule, title, fix, path_us, windows, ranks, occurrences, top_events, scale_names,
+--             scale_categories, scale_factors, scale_ranks, bandwidth_scale, drop_syncs,
+--             not_replayable, detail)
+-- param: run_id INTEGER
 -- rule: exposed_comm. Collectives on the critical path: communication that no compute hides.
--- reads:  _adv_events, _adv_windows
--- makes:  one finding row (warehouse/advice/advise.py FINDING_COLUMNS), or none
+-- Its row is a finding (warehouse/advice/advise.py FINDING_COLUMNS), or there is none.
 -- Scenario: --comm-bandwidth-scale 2 (every collective's transfer twice as fast); not replayed
 -- for one rank of a gloo job, whose transfers move only with their peers in the replay.
 WITH comm AS (

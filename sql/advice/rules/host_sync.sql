@@ -1,8 +1,11 @@
+-- reads: critical_path, nodes, _adv_windows, events
+-- makes: rows(rule, title, fix, path_us, windows, ranks, occurrences, top_events, scale_names,
+--             scale_categories, scale_factors, scale_ranks, bandwidth_scale, drop_syncs,
+--             not_replayable, detail)
 -- rule: host_sync. The CPU blocks on the GPU inside the step (`.item()`, `.cpu()`, `.tolist()`,
 -- cudaStreamSynchronize, cudaDeviceSynchronize, a blocking device-to-host copy): the CPU's
 -- work after each sync cannot overlap the GPU work before it.
--- reads:  _adv_windows, critical_path, nodes, events
--- makes:  one finding row (warehouse/advice/advise.py FINDING_COLUMNS), or none
+-- Its row is a finding (warehouse/advice/advise.py FINDING_COLUMNS), or there is none.
 -- Scenario: --drop-syncs, no CPU node waits for GPU work.
 WITH syncs AS (
     -- blocking syncs whose wait the path went through: the CPU node after the sync (its wait

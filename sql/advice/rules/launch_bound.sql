@@ -1,7 +1,11 @@
+-- reads: events, _adv_windows, critical_path, nodes, _adv_events
+-- makes: rows(rule, title, fix, path_us, windows, ranks, occurrences, top_events, scale_names,
+--             scale_categories, scale_factors, scale_ranks, bandwidth_scale, drop_syncs,
+--             not_replayable, detail)
+-- param: run_id INTEGER
 -- rule: launch_bound. Steps of many short kernels where the path runs on the CPU launching them:
 -- the GPU idles between kernels while the CPU's per-op overhead (dispatch, launch) sets the pace.
--- reads:  _adv_windows, _adv_events, nodes, critical_path
--- makes:  one finding row (warehouse/advice/advise.py FINDING_COLUMNS), or none
+-- Its row is a finding (warehouse/advice/advise.py FINDING_COLUMNS), or there is none.
 -- A window is launch-bound when it ran at least 50 kernels with a median under 20 us, and CPU
 -- nodes that launch GPU work hold at least half its path.
 -- Scenario: the CPU ops and launch calls take no time (a CUDA graph replays the step with one launch).

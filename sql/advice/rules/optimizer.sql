@@ -1,7 +1,11 @@
+-- reads: _adv_annotations, events
+-- makes: rows(rule, title, fix, path_us, windows, ranks, occurrences, top_events, scale_names,
+--             scale_categories, scale_factors, scale_ranks, bandwidth_scale, drop_syncs,
+--             not_replayable, detail)
+-- param: run_id INTEGER
 -- rule: optimizer. The optimizer's step on the critical path, run tensor by tensor (no
 -- `_foreach_` or fused kernels inside it).
--- reads:  _adv_annotations, events
--- makes:  one finding row (warehouse/advice/advise.py FINDING_COLUMNS), or none
+-- Its row is a finding (warehouse/advice/advise.py FINDING_COLUMNS), or there is none.
 -- Scenario: the optimizer step (its annotation on the CPU and, on a GPU, on the stream) at 0.05
 -- of its time on a GPU (a fused step replaces thousands of tiny kernels and their launches:
 -- 30x measured on an H100-class GPU, tests/data/advice/foreach vs fused) and 0.25 on a CPU-only

@@ -1,8 +1,12 @@
+-- reads: events, _adv_events
+-- makes: rows(rule, title, fix, path_us, windows, ranks, occurrences, top_events, scale_names,
+--             scale_categories, scale_factors, scale_ranks, bandwidth_scale, drop_syncs,
+--             not_replayable, detail)
+-- param: run_id INTEGER
 -- rule: pageable_memcpy. Host-to-device copies from pageable memory on the path: the CPU blocks
 -- in the copy call (the driver stages the bytes through a pinned buffer) and the copy runs
 -- slower than from pinned memory.
--- reads:  _adv_events, _adv_windows, events
--- makes:  one finding row (warehouse/advice/advise.py FINDING_COLUMNS), or none
+-- Its row is a finding (warehouse/advice/advise.py FINDING_COLUMNS), or there is none.
 -- Scenario: the copy call returns at once (non_blocking=True) and the copy runs at pinned speed:
 -- the trace's own pinned host-to-device throughput when it has pinned copies of 1 MB or more,
 -- else 4x the pageable throughput (PCIe gen4/gen5 pinned copies run 3-6x faster than pageable).

@@ -1,7 +1,10 @@
+-- reads: critical_path, _adv_windows
+-- makes: rows(rule, title, fix, path_us, windows, ranks, occurrences, top_events, scale_names,
+--             scale_categories, scale_factors, scale_ranks, bandwidth_scale, drop_syncs,
+--             not_replayable, detail)
 -- rule: unexplained_idle. A device sat idle with work queued, for a cause the trace does not show
 -- (events missing from it, or a wait on a rank or process not in it): named, no fix, no saving.
--- reads:  critical_path, _adv_windows
--- makes:  one finding row (warehouse/advice/advise.py FINDING_COLUMNS), or none
+-- Its row is a finding (warehouse/advice/advise.py FINDING_COLUMNS), or there is none.
 WITH idle AS (
     SELECT c.run_id, c.rank, c.step, sum(coalesce(c.queued_gap_us, 0) + coalesce(c.queued_idle_us, 0)) AS idle_us
     FROM critical_path AS c
