@@ -32,18 +32,27 @@ back to the gate B, and leaves rank 0 at rank 1's arrival (1500): rank 0's rows 
 last 100 us, K2, add_, K3: 243 us). On rank 1 it follows rank 1's own step-2 path (KS, send
 B, ... by the same reasoning) back from 1500 to the window start: KS 1000-1498, 498 us. The
 path counts 741 us of 760, and no time rank 0 spent waiting.
+
+The coupled what-if with rank 1's KS twice as fast: KS 810-1154, send B 1156-1256 (2 us after
+KS, as measured), so recv B's transfer runs 1156-1256 too (its wait shrinks by 344 us) and
+rank 0's step 2 goes K2 1258-1356, the sync's return 1358, add_ 1361, K3 1376-1416: 416 us (760
+measured). Rank 1's: the sync returns at 1258, add_ 1261, K4 1276-1306: 306 us (650). The
+carried-in nodes of step 2 move with their stream's replayed end, as the kernels' own nodes in
+step 1 replay them; timed again along their edges in step 2, KS's shorter run counted twice
+and rank 1's step came out at 184 us.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from invariants import broken_invariants, create_cpcr_rows
-from test_crossrank import analysed_db, rows
+from helpers.db import analysed_db, rows
 from ctda_sql.testing.tracebuilder import TraceBuilder
+from ctda_sql.whatif.changes import Scale, Scenario
+from ctda_sql.whatif.replay import whatif
 
 PARALLEL = Path(__file__).parent / "data" / "cuda" / "parallel"
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
@@ -153,6 +162,16 @@ def test_the_cross_rank_path_leaves_at_the_gate_for_the_late_sender(carry_db):
         (0, "k3", 1720, 1760, 40)]
     (cpcr,) = rows(carry_db, "SELECT cpcr FROM cpcr_rows WHERE method = 'cross_rank' AND step = 2")
     assert cpcr["cpcr"] == pytest.approx(741 / STEP2_WINDOW_US)
+
+
+def test_the_coupled_what_if_moves_the_carried_in_receive_with_the_late_sender(carry_db):
+    """The derivation above: the unchanged replay reproduces both ranks, and with KS halved
+    rank 0's step 2 takes 416 us and rank 1's 306 us."""
+    def steps(scenario):
+        return {(r[1], r[2]): (r[3], round(r[5], 3)) for r in whatif(carry_db, scenario=scenario, persist=False).steps}
+    assert steps(Scenario()) == {(0, 1): (1000, 1000), (0, 2): (760, 760), (1, 1): (1000, 1000), (1, 2): (650, 650)}
+    faster = Scenario(scales=(Scale("ks_makes_b", 0.5, None, (1,)),))
+    assert steps(faster) == {(0, 1): (1000, 1000), (0, 2): (760, 416), (1, 1): (1000, 1000), (1, 2): (650, 306)}
 
 
 def test_the_hand_made_job_keeps_every_path_invariant(carry_db):

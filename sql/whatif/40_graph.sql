@@ -39,14 +39,18 @@ ASOF LEFT JOIN wi_shrink AS s
     ON s.run_id = p.run_id AND s.rank = p.rank AND s.lane = p.lane AND s.from_us <= p.t;
 
 -- Nodes: duration under the scenario; nodes with no predecessor keep their lead from the
--- window start (less what was removed on their lane before them).
+-- window start (less what was removed on their lane before them). Carry-in has none here: it
+-- repeats earlier windows' work, replayed there (a collective's coupling included), and moves
+-- with its stream's replayed end (warehouse/whatif/graph.py, StreamCarry). The engine's edges
+-- between carry-in nodes (each carried-in NCCL kernel is a node, sql/analysis/30_gpu_nodes.sql)
+-- would time that work a second time, less what the change removed from it.
 CREATE OR REPLACE TEMP TABLE wi_replay_nodes AS
 SELECT n.window_index, n.seq, n.node_id, n.kind, n.label, n.carry_in, n.stream,
        n.start_us - n.window_start_us AS start_us, n.end_us - n.window_start_us AS end_us,
        (n.end_us - n.start_us) - (coalesce(ce.removed_us, 0.0) - coalesce(cs.removed_us, 0.0)) AS duration_us,
        (n.start_us - n.window_start_us) - (coalesce(cs.removed_us, 0.0) - coalesce(cw.removed_us, 0.0)) AS lead_us,
-       EXISTS (SELECT 1 FROM wi_edge_times AS e WHERE e.window_index = n.window_index AND e.dst_seq = n.seq)
-           AS has_predecessor,
+       NOT n.carry_in AND EXISTS (SELECT 1 FROM wi_edge_times AS e
+                                  WHERE e.window_index = n.window_index AND e.dst_seq = n.seq) AS has_predecessor,
        -- a node that ends in a sync is shown ending where the next node on its thread starts
        n.ends_with_sync,
        lead(n.seq) OVER (PARTITION BY n.window_index, n.lane ORDER BY n.start_us, n.node_id) AS next_on_lane_seq
@@ -76,7 +80,10 @@ LEFT JOIN wi_removed AS cd ON cd.run_id = e.run_id AND cd.rank = e.rank AND cd.l
 WHERE NOT ($drop_syncs AND EXISTS (
     SELECT 1 FROM wi_nodes AS sn, wi_nodes AS dn
     WHERE sn.window_index = e.window_index AND sn.seq = e.src_seq AND sn.kind = 'gpu'
-      AND dn.window_index = e.window_index AND dn.seq = e.dst_seq AND dn.kind = 'cpu'));
+      AND dn.window_index = e.window_index AND dn.seq = e.dst_seq AND dn.kind = 'cpu'))
+  -- nothing in the window holds carry-in (wi_replay_nodes above)
+  AND NOT EXISTS (SELECT 1 FROM wi_nodes AS dn
+                  WHERE dn.window_index = e.window_index AND dn.seq = e.dst_seq AND dn.carry_in);
 
 -- Windows whose CPU side waited for launch-queue slots (wi_queue_waits) kept the GPU's pace:
 -- each launch waited for an earlier kernel to finish, one completion per launch. The kernels
