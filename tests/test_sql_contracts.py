@@ -272,6 +272,17 @@ def _caller_tuples() -> list[tuple[str, tuple[str, ...]]]:
             ("whatif", replay.SCOPE), ("whatif", replay.PREPARE)]
 
 
+def test_the_what_ifs_scope_reads_nothing_a_scenario_stage_makes():
+    """The scope stages run once per what-if, before the scenario stages run once per
+    scenario: they must not read what a scenario makes (05_rules runs with the scenario
+    although its number is lower: it reads only the scenario's --scale rules)."""
+    from ctda_sql.whatif import replay
+
+    per_scenario = {t for name in replay.PREPARE for t in stages.contract(f"whatif/{name}").made}
+    for name in replay.SCOPE:
+        assert not set(stages.contract(f"whatif/{name}").reads) & per_scenario, name
+
+
 @pytest.mark.parametrize("group", GROUPS)
 def test_numeric_prefixes_agree_with_the_dependencies(group):
     """Where a numbered stage reads what another makes, the maker's number is lower."""
