@@ -2,6 +2,7 @@
 -- reads: nodes, critical_path, collective_instances, events
 -- makes: _adv_slack(place, step, lane_rank, lane, lane_us, top_label, top_kind, top_us, off_path_us,
 --                   outside)
+-- makes: _adv_unpartnered(rank, step, name, outside)
 -- param: run_id INTEGER
 -- What takes over when a causal-profile region takes no time: for each (region, step) whose
 -- saving at zero disagrees with its path time, the replayed path of the job's step under the
@@ -13,6 +14,8 @@
 --     the counted path; top_label its node label holding the most; off_path_us all of the new
 --     path's time off the counted path; outside why a collective on that lane has no partner
 --     (NULL: every one has).
+-- _adv_unpartnered: the events (by name) that run a collective with no partner in the trace, per
+--     rank and step, and why: a region of that name waits on something outside the trace.
 
 CREATE OR REPLACE TEMP TABLE _adv_slack AS
 WITH replayed AS (
@@ -64,3 +67,11 @@ FROM top_lane AS t
 JOIN labels AS l USING (place, step, lane_rank, lane)
 LEFT JOIN unpartnered AS u USING (place, step, lane_rank, lane)
 GROUP BY t.place, t.step, t.lane_rank, t.lane, t.lane_us, t.off_path_us;
+
+CREATE OR REPLACE TEMP TABLE _adv_unpartnered AS
+SELECT i.rank, i.step, e.name, min(i.unmatched_reason) AS outside
+FROM collective_instances AS i
+JOIN events AS e
+    ON e.run_id = i.run_id AND e.rank = i.rank AND (e.event_id = i.exec_event_id OR e.event_id = i.cpu_event_id)
+WHERE i.run_id = $run_id AND NOT i.matched
+GROUP BY ALL;

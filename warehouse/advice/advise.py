@@ -263,6 +263,10 @@ def _profile_documents(con, run_id: int, regions: list[dict], results: list, ran
     windows = _region_windows(con)
     steps = [_region_steps(windows.get(region["place"], {}), results[2 * i + 1], rank)
              for i, region in enumerate(regions)]
+    for rows in steps:  # a rank's windows replay in a chain: a saving may move between steps
+        run_totals = (sum(r["path_us"] for r in rows), sum(r["saving_at_zero_us"] or 0.0 for r in rows))
+        for row in rows:
+            row["run_path_us"], row["run_saving_us"] = run_totals
     slack = _slack(con, run_id, regions, results, steps)
     documents = []
     for i, region in enumerate(regions):
@@ -318,8 +322,9 @@ def _disagreement(row: dict) -> str | None:
 def _slack(con, run_id: int, regions: list[dict], results: list, steps: list[list[dict]]) -> dict:
     """What the replayed path of the job's step holds off the counted path, where the saving at
     zero and the path time disagree: {(place, step): _adv_slack's row} (60_profile_slack.sql).
-    Sets on each such step row `through`, the replayed path's time by rank, and `gap_us`, its
-    time between nodes (when it stays on one rank: ranks' windows have their own origins)."""
+    Sets on each such step row `through`, the replayed path's time by rank, `gap_us`, its time
+    between nodes (when it stays on one rank: ranks' windows have their own origins), and
+    `outside`, why the region's own collective in the step has no partner in the trace."""
     places, step_of, node_ranks, node_steps, node_ids, durations = [], [], [], [], [], []
     for i, region in enumerate(regions):
         wanted = {(row["job_rank"], row["step"]): row for row in steps[i] if _disagreement(row)}
@@ -336,7 +341,7 @@ def _slack(con, run_id: int, regions: list[dict], results: list, steps: list[lis
         for row in wanted.values():
             one_rank = set(row["through"]) <= {row["job_rank"]}
             row["gap_us"] = row["job_us"] - sum(row["through"].values()) if one_rank else 0.0
-    if not places:
+    if not any(_disagreement(row) for rows in steps for row in rows):
         return {}
     path = pa.table({"place": pa.array(places, pa.int64()), "step": pa.array(step_of, pa.int64()),
                      "node_rank": pa.array(node_ranks, pa.int32()), "node_step": pa.array(node_steps, pa.int64()),
@@ -348,7 +353,12 @@ def _slack(con, run_id: int, regions: list[dict], results: list, steps: list[lis
         con.unregister("_adv_replayed_path")
     cursor = con.execute("SELECT * FROM _adv_slack")
     columns = [d[0] for d in cursor.description]
-    return {(row[0], row[1]): dict(zip(columns, row)) for row in cursor.fetchall()}
+    slack = {(row[0], row[1]): dict(zip(columns, row)) for row in cursor.fetchall()}
+    outside = {(r, s, name): why for r, s, name, why in con.execute("SELECT * FROM _adv_unpartnered").fetchall()}
+    for i, region in enumerate(regions):
+        for row in steps[i]:
+            row["outside"] = outside.get((row["rank"], row["step"], region["label"]))
+    return slack
 
 
 def _ms(us: float) -> str:
@@ -365,15 +375,19 @@ def _reason(row: dict, slack: dict | None) -> str | None:
     waits = (f"the job's step (rank {job}) waits at collectives for rank{'s' if len(others) > 1 else ''} "
              f"{', '.join(map(str, others))}, whose work holds {_ms(sum(others.values()))} of its replayed path"
              if others else None)
+    moved = (f"time moves between steps (a rank's windows replay in a chain): over the run's steps the region "
+             f"saves {_ms(row['run_saving_us'])} against {_ms(row['run_path_us'])} of path time"
+             if row["run_saving_us"] <= row["run_path_us"] * (1 + OVER_SHARE) + OVER_US else None)
     if kind == "over":
-        where = waits or ("it also runs off the counted path (inside its span but outside the counted windows: "
-                          "before a sync's wait ended, or on a thread the path left)")
-        return (f"the replay saves {_ms(saving - path)} more than the counted path time (one rank's): {where}; "
-                f"the change removes the region's time there too")
+        more = f"the replay saves {_ms(saving - path)} more than the counted path time"
+        if moved:
+            return f"{more} of this step: {moved}"
+        where = waits or ("it also runs off the counted path (inside its span but outside the counted windows: before "
+                          "a sync's wait ended, or on a thread the path left)")
+        return f"{more} (one rank's): {where}; the change removes the region's time there too"
     if saving < 0:
-        return (f"the replay makes this step {_ms(-saving)} longer: a rank's windows are replayed in a chain, so "
-                f"a change that shortens other steps moves the work they carried into this one (its own path "
-                f"holds {_ms(path)} of the region)")
+        return (f"the replay makes this step {_ms(-saving)} longer (its path holds {_ms(path)} of the region): "
+                + (moved or "a rank's windows replay in a chain, and the change moves work into this step"))
     parts = []
     if job != row["rank"]:
         parts.append(f"a near-critical rank: at zero the job's step is rank {job}'s ({_ms(row['job_us'])}); "
@@ -381,7 +395,10 @@ def _reason(row: dict, slack: dict | None) -> str | None:
     elif waits:
         parts.append(f"a wait on another rank: {waits}")
     gap = max(row.get("gap_us", 0.0), 0.0)
-    if slack is not None and slack["lane_us"] >= gap:
+    if row.get("outside") and job == row["rank"]:
+        parts.append(f"a wait outside the trace: the region's own collective waits for a partner the trace does not "
+                     f"hold ({row['outside']}), and the replay keeps that wait as measured")
+    elif slack is not None and slack["lane_us"] >= gap:
         where = (f"{slack['lane']} of rank {slack['lane_rank']} ({_ms(slack['lane_us'])} there off the counted path, "
                  f"most in {slack['top_label']})")
         if slack["outside"]:
