@@ -101,7 +101,10 @@ JOIN window_calls AS p USING (call_row)
 JOIN events AS e ON e.run_id = c.run_id AND e.rank = c.rank AND e.event_id = c.cpu_event_id
 JOIN windows AS w ON w.window_row = p.window_row;
 
--- NCCL kernels: the kernel's own node (single-kernel GPU node of the same span).
+-- NCCL kernels: the kernel's own node (single-kernel GPU node of the same span), in the window
+-- that launched it. Still running in a later window, the kernel is a carry-in node of the same
+-- span there too (sql/analysis/30_gpu_nodes.sql): that one stays out (a rank arriving twice
+-- leaves the group uncoupled) and moves with its stream's replayed end (40_graph.sql).
 CREATE OR REPLACE TEMP TABLE wi_coupled_arrivals_raw AS
 WITH kernels AS (
     SELECT c.run_id, c.pg, c.seq, c.group_instances, n.window_index, n.seq AS anchor_seq, true AS pre_floor,

@@ -83,7 +83,8 @@ FROM first_after AS f
 LEFT JOIN last_ends AS l USING (window_index, gate_seq);
 
 -- NCCL kernels: the kernel's node keeps its wait for the last arrival (coupled) and runs the
--- simulated transfer; a kernel of an uncoupled rank runs the simulated transfer alone.
+-- simulated transfer; a kernel of an uncoupled rank runs the simulated transfer alone. (Its
+-- own node: a carry-in copy in a later window moves with its stream, 45_coupling.sql.)
 CREATE OR REPLACE TEMP TABLE wi_cluster_kernels AS
 SELECT n.window_index, n.seq, r.duration_us AS old_us,
        coalesce(r.duration_us * a.wait_share, 0.0) + t.transfer_us AS new_us
