@@ -20,7 +20,6 @@ repetitions. Predicts each rate from each other, and 4 ranks from 2.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import sys

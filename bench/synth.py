@@ -18,7 +18,6 @@ Usage: python bench/synth.py OUT_DIR [--ranks 16] [--events 500000] [--base ns_r
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import random
 import sys

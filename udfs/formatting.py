@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import duckdb
+from duckdb.func import SPECIAL
 from duckdb.sqltypes import DOUBLE, VARCHAR
 
 _UNITS = ((1e6, "s"), (1e3, "ms"))
@@ -28,6 +29,6 @@ def fmt_us(value: float | None) -> str | None:
 
 def register(con: duckdb.DuckDBPyConnection) -> None:
     try:
-        con.create_function("fmt_us", fmt_us, [DOUBLE], VARCHAR, null_handling="special")
+        con.create_function("fmt_us", fmt_us, [DOUBLE], VARCHAR, null_handling=SPECIAL)
     except duckdb.CatalogException:
         pass  # already registered on this connection

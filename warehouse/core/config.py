@@ -20,10 +20,10 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
+from ctda_sql.core.errors import CtdaError
+
 # the output formats (rendered by ctda_sql.cli.output); the file's `format` names one
 FORMATS = ("table", "csv", "tsv", "json", "jsonlines", "markdown", "line", "list", "html", "insert")
-
-from ctda_sql.core.errors import CtdaError
 
 CONFIG_ENV = "CTDA_CONFIG"
 KEY_BINDINGS = ("emacs", "vi")

@@ -138,7 +138,7 @@ def macro_statements(sql: str) -> str:
     return "".join(statement for name, statement, _ in definitions if name in wanted)
 
 
-def _new_file_config(path: Path, read_only: bool) -> dict[str, str]:
+def _new_file_config(path: Path, read_only: bool) -> dict[str, str | bool | int | float | list[str]]:
     if read_only or str(path) == ":memory:" or path.exists():
         return {}
     return {"storage_compatibility_version": STORAGE_VERSION}
@@ -193,7 +193,7 @@ def _schema_fingerprint() -> str:
 def _stored_fingerprint(con: duckdb.DuckDBPyConnection) -> str | None:
     exists = con.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-        "AND schema_name = 'main' AND table_name = 'schema_version'").fetchone()[0]
+        "AND schema_name = 'main' AND table_name = 'schema_version'").fetchall()[0][0]
     if not exists:
         return None
     row = con.execute("SELECT any_value(fingerprint) FROM schema_version").fetchone()
@@ -236,7 +236,7 @@ def _refuse_old_layout(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Databases from before events.end_us became generated would get NULL end_us on ingest."""
     stored_end = con.execute(
         "SELECT count(*) FROM information_schema.columns WHERE table_name = 'events' "
-        "AND column_name = 'end_us' AND is_generated = 'NEVER'").fetchone()[0]
+        "AND column_name = 'end_us' AND is_generated = 'NEVER'").fetchall()[0][0]
     if stored_end:
         con.close()
         raise CtdaError(f"{path} was made by an older ctda-sql (events.end_us is stored); "

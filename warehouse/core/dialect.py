@@ -39,7 +39,7 @@ def _dialect(name: str) -> str:
     return name.lower()
 
 
-def _typed(tree: exp.Expression, dialect: str, column_types: ColumnTypes) -> exp.Expression:
+def _typed(tree: exp.Expr, dialect: str, column_types: ColumnTypes) -> exp.Expr:
     """`tree` with types on literals, expressions and the warehouse's columns where known."""
     from sqlglot.optimizer.annotate_types import annotate_types
 
@@ -50,7 +50,7 @@ def _typed(tree: exp.Expression, dialect: str, column_types: ColumnTypes) -> exp
     tables = {table.name.lower() for table in tree.find_all(exp.Table)}
     for column in tree.find_all(exp.Column):
         type_name = _column_type(column.name.lower(), tables, column_types)
-        if type_name and column.type.is_type(exp.DataType.Type.UNKNOWN):
+        if type_name and (column.type is None or column.type.is_type(exp.DataType.Type.UNKNOWN)):
             column.type = exp.DataType.build(type_name, dialect="duckdb", udt=True)
     return tree
 
