@@ -275,7 +275,7 @@ def test_the_html_cross_rank_part_names_what_made_the_late_rank_late(tmp_path):
 def test_the_advice_section_draws_in_headless_chromium(tmp_path):
     import re
 
-    from test_export_html import chromium_or_skip
+    from helpers.cli import chromium_or_skip
     from ctda_sql.export.chromium import render
 
     with Warehouse(tmp_path / "w.duckdb") as wh:

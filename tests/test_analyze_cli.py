@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_engine_figures import figure1_trace
+from helpers.traces import figure1_trace
 
 
 def ingest_figure1(run_cli, tmp_path, run="fig1"):
@@ -94,7 +94,7 @@ def test_hotspots_and_cpcr_reports_as_json(run_cli, tmp_path):
 
 
 def test_no_split_starved_switch_reproduces_the_papers_gpu_nodes(run_cli, tmp_path, open_db):
-    from test_engine_figures import figure2_trace
+    from helpers.traces import figure2_trace
 
     run_cli("ingest", "-q", str(figure2_trace().write(tmp_path / "fig2.json")))
     run_cli("analyze", "-q")

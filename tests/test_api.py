@@ -6,7 +6,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from test_engine_figures import figure1_trace
+from helpers.traces import figure1_trace
 from ctda_sql import Warehouse
 from ctda_sql.core.errors import CtdaError
 

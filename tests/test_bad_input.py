@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import shutil
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -14,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from helpers.cli import console_script
 from ctda_sql.testing.tracebuilder import TraceBuilder
 
 # ---- helpers ----------------------------------------------------------------------------
@@ -52,13 +52,6 @@ def assert_clean_failure(result_code: int, out: str, err: str, *needles: str) ->
     assert len(error_lines) == 1, err
     for needle in needles:
         assert needle in error_lines[0], err
-
-
-def console_script() -> str:
-    """The installed `ctda-sql` script (beside this interpreter when PATH lacks it)."""
-    found = shutil.which("ctda-sql") or Path(sys.executable).with_name("ctda-sql")
-    assert Path(found).exists(), "the ctda-sql console script is not installed"
-    return str(found)
 
 
 def run_script(db_path: Path, *args: str) -> subprocess.CompletedProcess:

@@ -6,40 +6,13 @@ multi-rank jobs from the trace builder, and the shared two_ranks trace."""
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 
 import pytest
 
+from helpers.db import analysed_db, report, rows
+from helpers.jobs import GLOO, LATE_US, job
 from invariants import broken_invariants
-from ctda_sql.engine.analyze import analyze
-from ctda_sql.core.connection import connect
-from ctda_sql.ingest.load import ingest
 from ctda_sql.engine.reports import find_report, run_report
-from ctda_sql.testing.tracebuilder import DEFAULT_BASE_TS, TraceBuilder
-
-GLOO = Path(__file__).parent / "data" / "gloo"
-LATE_US = 300.0
-
-
-def rows(con, sql: str, params=None) -> list[dict]:
-    result = con.execute(sql, params or [])
-    names = [d[0] for d in result.description]
-    return [dict(zip(names, row)) for row in result.fetchall()]
-
-
-def report(con, name: str, **params) -> list[dict]:
-    result = run_report(con, find_report(name), {k: str(v) for k, v in params.items()})
-    names = [d[0] for d in result.description]
-    return [dict(zip(names, row)) for row in result.fetchall()]
-
-
-def analysed_db(path: Path, runs: dict[str, list[Path]], meta: dict[str, dict] | None = None):
-    con = connect(path)
-    for name, paths in runs.items():
-        ingest(con, paths, run_name=name, meta=(meta or {}).get(name), show_progress=False)
-    analyze(con, show_progress=False)
-    return con
-
 
 @pytest.fixture(scope="module")
 def gloo_db(tmp_path_factory):
@@ -51,49 +24,6 @@ def gloo_db(tmp_path_factory):
 
 
 # ---- hand-made jobs --------------------------------------------------------------------------
-
-def collective(b: TraceBuilder, main, worker, call_ts: float, exec_ts: float, exec_end: float,
-               ranks: list[int], nelems: int = 1024) -> None:
-    """A gloo all-reduce: the c10d call (with record_param_comms inside) on the main thread,
-    executed by a gloo worker thread from exec_ts to exec_end."""
-    b.cpu_op(main, "c10d::allreduce_", ts=call_ts, dur=5, **{"Input Dims": [[[nelems]]], "Input type": ["TensorList"]})
-    b.cpu_op(main, "record_param_comms", ts=call_ts + 1, dur=3, **{
-        "Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems, "dtype": "Float",
-        "Process Group Name": "0", "Process Group Ranks": str(ranks), "Group size": len(ranks)})
-    b.annotation(worker, "gloo:all_reduce", ts=exec_ts, dur=exec_end - exec_ts,
-                 **{"Input Dims": [[nelems]], "Input type": ["float"]})
-
-
-def job(folder: Path, world: int, steps: int, late: dict[int, int] | None = None,
-        offsets: dict[int, float] | None = None, extra_on_rank0: bool = False) -> Path:
-    """`world` ranks, `steps` steps of 1000 us: compute, an all-reduce, an update. In step s
-    the rank late[s] computes LATE_US longer, so everyone waits for it at the all-reduce.
-    offsets[r] shifts rank r's clock; ends get a few us of deterministic jitter. Rank 0's steps
-    start (so, as steps partition the timeline, end) 5 us after the others', so the path starts
-    there."""
-    late, offsets = late or {}, offsets or {}
-    folder.mkdir(parents=True, exist_ok=True)
-    ranks = list(range(world))
-    for rank in ranks:
-        b = TraceBuilder(rank=rank, world_size=world, base_ts=DEFAULT_BASE_TS + int(offsets.get(rank, 0)),
-                         pid=1000 + rank)
-        main, worker = b.thread(100 + rank, "pt_main_thread"), b.thread(500 + rank, "gloo worker")
-        for step in range(1, steps + 1):
-            t0 = (step - 1) * 1000.0
-            b.step(step, main, ts=t0 + (5 if rank == 0 else 0), dur=990)
-            compute = 100 + (LATE_US if late.get(step) == rank else 0)
-            b.cpu_op(main, "aten::mm", ts=t0 + 10, dur=compute)
-            arrival = t0 + 20 + compute
-            last_arrival = t0 + 20 + 100 + (LATE_US if step in late else 0)
-            end = last_arrival + 50 + ((rank * 7 + step * 3) % 7 - 3)
-            collective(b, main, worker, arrival, arrival + 2, end, ranks)
-            b.cpu_op(main, "aten::add_", ts=end + 5, dur=20)
-        if extra_on_rank0 and rank == 0:
-            t0 = steps * 1000.0
-            collective(b, main, worker, t0 - 8, t0 - 6, t0 - 2, ranks)
-        b.write(folder / f"rank-{rank}.json.gz")
-    return folder
-
 
 @pytest.fixture(scope="module")
 def builder_db(tmp_path_factory):

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from test_crossrank import analysed_db, job, report, rows
-from test_crossrank_parallel import p2p_call
+from helpers.db import analysed_db, report, rows
+from helpers.jobs import job, p2p_call
 from ctda_sql.core.connection import connect
 from ctda_sql.engine.analyze import analyze
 from ctda_sql.ingest.load import ingest

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.db import analysed_db, report, rows
+from helpers.jobs import staged_pipeline_job
 from invariants import broken_invariants
-from test_crossrank import analysed_db, report, rows
-from ctda_sql.testing.tracebuilder import TraceBuilder
 
 GLOO = Path(__file__).parent / "data" / "gloo"
 
@@ -55,71 +55,12 @@ GLOO = Path(__file__).parent / "data" / "gloo"
 #     waited for after posting last (each with its 2+2 us of calls); the rank-0 ctda path
 #     instead has ~2.3 ms of waiting it cannot explain.
 
-TRANSFER_US = 10.0
 STAGE_US = {0: 100.0, 1: 300.0}
 
 
 def pipeline_job(folder: Path) -> Path:
     """Write the two ranks' traces of the pipeline above."""
     return staged_pipeline_job(folder, STAGE_US, 0.0)
-
-
-def staged_pipeline_job(folder: Path, stage_us: dict[int, float], slow_us: float) -> Path:
-    """Two ranks' traces of one 1F1B step as above: stage s's forward and backward take
-    stage_us[s], and stage 1 sleeps slow_us in `slow_stage` before each forward (an annotation
-    with no op inside; tests/test_whatif_parallel.py removes it)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    b = {rank: TraceBuilder(rank=rank, world_size=2, pid=2000 + rank) for rank in (0, 1)}
-    lane = {rank: b[rank].thread(200 + rank, "pt_main_thread") for rank in (0, 1)}
-
-    def op(rank, name, ts, dur):
-        b[rank].cpu_op(lane[rank], name, ts=ts, dur=dur)
-        return ts + dur + 1
-
-    def forward(rank, ts):
-        if rank == 1 and slow_us:
-            b[rank].annotation(lane[rank], "slow_stage", ts=ts, dur=slow_us)
-            ts += slow_us
-        return op(rank, "aten::mm", ts, stage_us[rank])
-
-    def p2p(sender_ts, receiver_ts, sender, receiver):
-        done = max(sender_ts, receiver_ts) + TRANSFER_US
-        for rank, ts, kind, peer in ((sender, sender_ts, "send", receiver), (receiver, receiver_ts, "recv", sender)):
-            p2p_call(b[rank], lane[rank], kind, peer, ts, done)
-        return done
-
-    backward = "aten::mm_backward"
-    t0 = forward(0, 10)                                  # F0 on stage 0; stage 1 posts R(a0) at 5
-    done = p2p(t0, 5, 0, 1)
-    t0 = forward(0, done + 1)                            # F1 on stage 0
-    t1 = op(1, backward, forward(1, done + 1), stage_us[1])   # F0, B0 on stage 1
-    for mb in (1, 2, 3):
-        # fused batches: stage 0 [S(a_mb) R(g_mb-1)], stage 1 [S(g_mb-1) R(a_mb)], posted 3 us apart
-        a_done = p2p(t0, t1 + 3, 0, 1)
-        g_done = p2p(t1, t0 + 3, 1, 0)
-        resume = max(a_done, g_done) + 1
-        t0 = op(0, backward, resume, stage_us[0])
-        if mb < 3:
-            t0 = forward(0, t0)
-        t1 = op(1, backward, forward(1, resume), stage_us[1])
-    done = p2p(t1, t0, 1, 0)                             # g3
-    end0 = op(0, "aten::add_", op(0, backward, done + 1, stage_us[0]), 20)
-    end1 = op(1, "aten::add_", done + 1, 20)
-    b[0].step(1, lane[0], ts=0, dur=end0 + 5)
-    b[1].step(1, lane[1], ts=0, dur=end1 + 6)
-    for rank in (0, 1):
-        b[rank].write(folder / f"rank-{rank}.json.gz")
-    return folder
-
-
-def p2p_call(builder: TraceBuilder, lane, kind: str, peer: int, ts: float, done: float) -> None:
-    """A gloo send or recv to / from `peer` posted at `ts`: its call (2 us), then its gloo:send /
-    gloo:recv on the same thread until `done`."""
-    builder.cpu_op(lane, "c10d::send" if kind == "send" else "c10d::recv_", ts=ts, dur=2, **{
-        "Input Dims": [[[8, 256]], [], [], []], "Input type": ["TensorList", "", "Scalar", "Scalar"],
-        "Concrete Inputs": ["", "", str(peer), "0"]})
-    builder.annotation(lane, f"gloo:{kind}", ts=ts + 2, dur=done - ts - 2,
-                       **{"Input Dims": [[8, 256]], "Input type": ["float"]})
 
 
 @pytest.fixture(scope="module")
@@ -203,38 +144,6 @@ def test_hand_made_pipeline_bubble_is_a_wait_on_the_upstream_stage_not_idle(pipe
 #     the step ends at 1438, last. The send is a gate: the path runs on rank 0 back to rank 1's
 #     arrival at 601 (Q and the update), crosses, and runs on rank 1 back to its window start
 #     at 0 (X, 590 us).
-
-def p2p_job(folder: Path, buffered: bool) -> Path:
-    """Write the two ranks' traces of the transfer above."""
-    folder.mkdir(parents=True, exist_ok=True)
-    # (rank 1's trace is the same in both versions but for its pid: ingest skips a file it has)
-    b = {rank: TraceBuilder(rank=rank, world_size=2, pid=3000 + 10 * buffered + rank) for rank in (0, 1)}
-    lane = {rank: b[rank].thread(300 + rank, "pt_main_thread") for rank in (0, 1)}
-    send_ts, recv_ts = 111, 601
-    done = max(send_ts, recv_ts) + TRANSFER_US
-    send_done = send_ts + 7 if buffered else done
-    p2p_call(b[0], lane[0], "send", 1, send_ts, send_done)
-    p2p_call(b[1], lane[1], "recv", 0, recv_ts, done)
-    b[0].cpu_op(lane[0], "aten::mm", ts=10, dur=100)
-    b[0].cpu_op(lane[0], "aten::mm", ts=send_done + 1, dur=800)
-    b[0].cpu_op(lane[0], "aten::add_", ts=send_done + 802, dur=20)
-    b[0].step(1, lane[0], ts=0, dur=send_done + 827)
-    b[1].cpu_op(lane[1], "aten::mm", ts=10, dur=590)
-    b[1].cpu_op(lane[1], "aten::mm", ts=done + 1, dur=100)
-    b[1].step(1, lane[1], ts=0, dur=720)
-    for rank in (0, 1):
-        b[rank].write(folder / f"rank-{rank}.json.gz")
-    return folder
-
-
-@pytest.fixture(scope="module")
-def p2p_db(tmp_path_factory):
-    root = tmp_path_factory.mktemp("p2p")
-    con = analysed_db(root / "p2p.duckdb", {name: [p2p_job(root / name, name == "buffered")]
-                                            for name in ("buffered", "rendezvous")})
-    yield con
-    con.close()
-
 
 def p2p_path(con, run: str) -> tuple[list[tuple], dict[int, float]]:
     """The run's cross_rank_segments (hop, rank, from and to relative to rank 0's window start,

@@ -22,7 +22,7 @@ import pytest
 
 from invariants import (BLOCKING_SHARE_SQL, DEVICE_WITHOUT_NODES_SQL, MISSED_HANDOFF_SQL, broken_invariants,
                         create_cpcr_rows, hotspots_kept, top_names)
-from test_crossrank import analysed_db, report, rows
+from helpers.db import analysed_db, report, rows
 from ctda_sql.whatif.replay import whatif
 
 PARALLEL = Path(__file__).parent / "data" / "cuda" / "parallel"

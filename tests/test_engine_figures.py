@@ -5,29 +5,9 @@ from __future__ import annotations
 import pytest
 
 from engine_helpers import analyzed, cpcr, path_event_names, path_labels
+from helpers.traces import figure1_trace, figure2_trace
 from ctda_sql.engine.analyze import AnalysisSettings
 from ctda_sql.testing.tracebuilder import TraceBuilder
-
-
-def figure1_trace() -> TraceBuilder:
-    """Forward on the main thread, backward on the autograd thread with a gradient all-reduce
-    launched from backward, then the optimizer after a device sync."""
-    b = TraceBuilder(rank=0)
-    main, autograd = b.thread(100, "pt_main_thread"), b.thread(200, "pt_autograd_0")
-    b.step(1, main, 0, 1000)
-    b.cpu_op(main, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 100)
-    b.cpu_op(main, "aten::linear", 100, 200)
-    b.launch(main, 110, 5, "fwd_gemm", stream=7, kernel_ts=120, kernel_dur=160)
-    b.cpu_op(main, "aten::mse_loss", 300, 50)
-    b.cpu_op(autograd, "autograd::engine::evaluate_function: AddmmBackward0", 360, 140)
-    b.launch(autograd, 370, 5, "bwd_gemm", stream=7, kernel_ts=380, kernel_dur=220)
-    b.cpu_op(autograd, "record_param_comms", 510, 20)
-    b.launch(autograd, 515, 5, "ncclDevKernel_AllReduce", stream=20, kernel_ts=525, kernel_dur=375)
-    b.runtime(main, "cudaDeviceSynchronize", 540, 365)
-    b.annotation(main, "Optimizer.step#SGD.step", 910, 90)
-    b.cpu_op(main, "aten::add_", 910, 90)
-    b.launch(main, 920, 5, "sgd_update", stream=7, kernel_ts=1005, kernel_dur=45)
-    return b
 
 
 def test_figure1_ctda_keeps_data_loading_and_forward(tmp_path):
@@ -67,19 +47,6 @@ def test_figure1_phases_come_from_the_rules(tmp_path):
     assert phases["autograd::engine::evaluate_function: AddmmBackward0"] == "Backward"
     assert phases["record_param_comms"] == "Communication"
     assert phases["aten::add_"] == "Update"
-
-
-def figure2_trace() -> TraceBuilder:
-    """The longest kernel runs fully hidden behind long CPU work."""
-    b = TraceBuilder(rank=0)
-    main = b.thread(100, "pt_main_thread")
-    b.step(1, main, 0, 760)
-    b.cpu_op(main, "aten::conv2d", 0, 50)
-    b.launch(main, 10, 5, "long_conv_kernel", stream=7, kernel_ts=60, kernel_dur=440)
-    b.cpu_op(main, "aten::cpu_heavy_preprocess", 50, 650)
-    b.cpu_op(main, "aten::relu", 700, 20)
-    b.launch(main, 705, 10, "short_relu_kernel", stream=7, kernel_ts=730, kernel_dur=30)
-    return b
 
 
 def test_figure2_hidden_longest_kernel_is_not_a_hotspot(tmp_path):

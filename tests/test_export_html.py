@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
 import re
 import threading
 from pathlib import Path
 
 import pytest
 
-from test_engine_figures import figure1_trace
-from test_export_overlay import assert_one_error_line, ingest_fig, two_rank_folder
+from helpers.cli import assert_one_error_line, chromium_or_skip, ingest_fig
+from helpers.traces import figure1_trace, two_rank_folder
 from ctda_sql import Warehouse
 from ctda_sql.export.chromium import find_chromium, render
 
@@ -89,15 +88,6 @@ def test_unanalysed_run_says_to_analyze(run_cli, tmp_path):
     ingest_fig(run_cli, tmp_path, analyze=False)
     result = run_cli("export", "html", "--run", "fig", "-o", str(tmp_path / "x.html"))
     assert_one_error_line(result, "analyze --run fig")
-
-
-def chromium_or_skip() -> str:
-    binary = find_chromium()
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI is set but chromium is not installed (.ci/run installs it)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    return binary
 
 
 def test_charts_draw_in_headless_chromium_without_javascript_errors(report):
@@ -259,7 +249,7 @@ def test_hostile_names_stay_text_and_fetch_nothing(tmp_path):
 
 def _compared(tmp_path, loading_name: str = "data_loading"):
     """Run `with_loading` (10 ms of `loading_name` a step) and `without` it, analysed."""
-    from test_path_diff import training_trace
+    from helpers.pairs import training_trace
 
     wh = Warehouse(tmp_path / "w.duckdb")
     with_loading = training_trace(data_loading_us=10_000)

@@ -13,26 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from test_engine_figures import figure1_trace
+from helpers.cli import assert_one_error_line, ingest_fig
+from helpers.traces import figure1_trace, two_rank_folder
 from ctda_sql import Warehouse
-
-
-def two_rank_folder(folder: Path) -> Path:
-    """figure 1 as ranks 0 and 1 of one job: same pids, tids and flow ids in both files."""
-    folder.mkdir()
-    for rank in (0, 1):
-        builder = figure1_trace()
-        builder.rank, builder.world_size = rank, 2
-        builder.events.append({"name": "process_name", "ph": "M", "ts": builder.base_ts,
-                               "pid": builder.pid, "tid": 0, "args": {"name": "python"}})
-        builder.events += [
-            {"name": "fwdbwd", "cat": "fwdbwd", "ph": "s", "id": 7, "pid": builder.pid, "tid": 100,
-             "ts": builder.base_ts + 150},
-            {"name": "fwdbwd", "cat": "fwdbwd", "ph": "f", "bp": "e", "id": 7, "pid": builder.pid,
-             "tid": 200, "ts": builder.base_ts + 400},
-        ]
-        builder.write(folder / f"rank-{rank}.json")
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -309,18 +292,6 @@ def test_an_output_that_cannot_be_written_gets_one_error_line(run_cli, tmp_path,
     assert_one_error_line(run_cli("export", kind, "--run", "fig", "-o", str(good)), "No space left on device")
     assert good.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp file left
-
-
-def ingest_fig(run_cli, tmp_path: Path, analyze: bool) -> None:
-    """The two-rank figure-1 run `fig` in the CLI's test database."""
-    assert run_cli("ingest", "-q", str(two_rank_folder(tmp_path / "fig")), "--run", "fig").code == 0
-    if analyze:
-        assert run_cli("analyze", "-q").code == 0
-
-
-def assert_one_error_line(result, message: str) -> None:
-    assert result.code == 1 and result.err.startswith("error: ") and message in result.err
-    assert len(result.err.strip().splitlines()) == 1
 
 
 # ---- the real traces ---------------------------------------------------------------------

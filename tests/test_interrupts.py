@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,31 +14,13 @@ import duckdb
 import pytest
 
 import ctda_sql.core.transaction
-from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.core.transaction import Interrupted, transaction
 
-from test_bad_input import console_script
+from helpers.cli import console_script
+from helpers.traces import busy_trace
 
 # fractions of an uninterrupted run (timed from the moment the database file is open)
 SIGNAL_POINTS = (0.0, 0.1, 0.2, 0.35, 0.5)
-
-
-def busy_trace(path: Path, steps: int = 40, ops: int = 400) -> Path:
-    """A trace big enough that ingest and analyze take a noticeable time (~30k events)."""
-    b = TraceBuilder(rank=0)
-    main = b.thread(100, "pt_main_thread")
-    b.stream(7)
-    ts = 0.0
-    for step in range(1, steps + 1):
-        b.step(step, main, ts=ts, dur=ops * 10)
-        for op in range(ops):
-            at = ts + op * 10
-            b.cpu_op(main, f"aten::op{op % 17}", ts=at, dur=8)
-            if op % 2 == 0:
-                b.launch(main, ts=at + 1, dur=3, kernel=f"k{op % 5}", stream=7,
-                         kernel_ts=at + 5, kernel_dur=7)
-        ts += ops * 10 + 50
-    return b.write(path)
 
 
 def state(db_path: Path) -> dict:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from test_sql_files import training_trace
+from helpers.traces import training_trace
 from ctda_sql.lake import store as lakemod
 from ctda_sql.lake.views import open_lake
 

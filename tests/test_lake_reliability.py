@@ -21,8 +21,8 @@ from ctda_sql.api import Warehouse
 from ctda_sql.lake.workers import MAX_WORKERS_PER_CORE, max_workers
 from ctda_sql.core.errors import CtdaError
 
-from test_bad_input import console_script
-from test_interrupts import busy_trace
+from helpers.cli import console_script
+from helpers.traces import busy_trace
 
 pytest.importorskip("distributed")
 

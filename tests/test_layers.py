@@ -22,10 +22,11 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+
+from helpers.modules import imported, package_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 # top to bottom; a set holds layers that must not import each other
@@ -35,24 +36,6 @@ MAX_LINES = 500
 OLD_NAMES = {"warehouse", "ctda_shell", "udfs", "sql", "queries"}
 
 
-def package_folders() -> dict[str, str]:
-    """{folder: package}, as pyproject.toml maps them (the one place the mapping is written)."""
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    return {folder: package for package, folder in pyproject["tool"]["setuptools"]["package-dir"].items()}
-
-
-def package_modules() -> dict[str, Path]:
-    """Every module of ctda_sql by its dotted name."""
-    modules = {}
-    for folder, package in package_folders().items():
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            modules[".".join([package, *parts])] = path
-    return modules
-
-
 def layer_of(module: str) -> str | None:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else None
@@ -60,24 +43,6 @@ def layer_of(module: str) -> str | None:
 
 def rank_of(layer: str) -> int:
     return next(i for i, group in enumerate(LAYERS) if layer in group)
-
-
-def imported(module: str, path: Path) -> set[str]:
-    """The absolute names `module` imports (at any depth of its code)."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            names.add(target)
-            names |= {f"{target}.{alias.name}" for alias in node.names}
-    return names
 
 
 def upward_imports() -> list[str]:

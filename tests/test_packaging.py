@@ -33,7 +33,7 @@ def test_the_wheel_holds_one_import_package(wheel):
 
 def test_the_wheel_carries_every_module(wheel):
     """pyproject.toml lists the subpackages one by one: a folder left off that list is not shipped."""
-    from test_layers import package_modules
+    from helpers.modules import package_modules
 
     names = set(zipfile.ZipFile(wheel).namelist())
     missing = [module for module, path in package_modules().items()
@@ -78,7 +78,7 @@ def test_python_and_every_imported_distribution_are_declared():
     distribution pyproject.toml declares; SimGrid is the one optional system package."""
     from importlib.metadata import packages_distributions
 
-    from test_layers import imported, package_modules
+    from helpers.modules import imported, package_modules
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["requires-python"] == ">=3.11"  # DuckDB 2 and tomllib

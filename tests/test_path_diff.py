@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.pairs import STEPS, training_trace
 from ctda_sql.advice.diff import diff
 from ctda_sql.core.connection import connect
 from ctda_sql.core.errors import CtdaError
@@ -19,9 +20,6 @@ from ctda_sql.ingest.load import ingest
 from ctda_sql.testing.tracebuilder import TraceBuilder
 
 DATA = Path(__file__).parent / "data"
-STEPS = 3
-
-
 def assert_adds_up(document: dict) -> None:
     """Rows plus the remainder are the step difference, to the last bit, in the rows' order."""
     total = 0.0
@@ -46,37 +44,6 @@ def share_on(document: dict, *names: str) -> float:
 
 
 # ---- hand-made pairs ---------------------------------------------------------------------------
-
-def training_trace(data_loading_us: float = 0, compute_us: float = 4000, item_us: float = 0,
-                   loader_stall_us: float = 0) -> TraceBuilder:
-    """STEPS identical steps on the main thread: a data_loading annotation with nothing inside
-    (a sleep), or a wait with no annotation while a loader thread runs `loader_stall`; a
-    `compute` annotation around one op, an op outside every annotation (`aten::item`), the
-    optimizer. Leaving a part out keeps every other time the same, so a pair differs by that
-    part alone."""
-    b = TraceBuilder(rank=0)
-    main, loader = b.thread(100, "pt_main_thread"), b.thread(300, "loader")
-    data_loading_us = data_loading_us or loader_stall_us
-    step_us = 10 + data_loading_us + 10 + compute_us + 10 + item_us + 10 + 300 + 20
-    for number in range(1, STEPS + 1):
-        t = (number - 1) * step_us
-        b.step(number, main, ts=t, dur=step_us)
-        t += 10
-        if loader_stall_us:
-            b.annotation(loader, "loader_stall", ts=t, dur=loader_stall_us)
-        elif data_loading_us:
-            b.annotation(main, "data_loading", ts=t, dur=data_loading_us)
-        t += data_loading_us + 10
-        b.annotation(main, "compute", ts=t, dur=compute_us)
-        b.cpu_op(main, "aten::mm", ts=t + 5, dur=compute_us - 10)
-        t += compute_us + 10
-        if item_us:
-            b.cpu_op(main, "aten::item", ts=t, dur=item_us)
-        t += item_us + 10
-        b.annotation(main, "Optimizer.step#SGD.step", ts=t, dur=300)
-        b.cpu_op(main, "aten::add_", ts=t + 10, dur=280)
-    return b
-
 
 def job_traces(folder: Path, slow_us: float) -> list[Path]:
     """Two ranks, STEPS steps: compute, a gloo all-reduce, an update. Rank 1 first sleeps

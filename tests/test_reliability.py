@@ -14,8 +14,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from test_bad_input import console_script
-from test_interrupts import busy_trace
+from helpers.cli import console_script
+from helpers.traces import busy_trace
 from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.ingest.traceio import remove_abandoned_parse_folders
 

@@ -4,7 +4,9 @@ that is meant to change results rewrites them with
 
     CTDA_UPDATE_DIGESTS=1 CTDA_TRACES=../shared/traces python -m pytest tests/test_result_golden.py
 
-and its commit shows, run by run and table by table, which results it changed."""
+and its commit shows, run by run and table by table, which results it changed. The recordings
+kept in tests/data are checked (and rewritten) without $CTDA_TRACES too; the shared traces only
+with it."""
 
 from __future__ import annotations
 
@@ -21,33 +23,55 @@ KEPT = Path(__file__).parent / "data" / "result_digests.json"
 UPDATE = os.environ.get("CTDA_UPDATE_DIGESTS") == "1"
 
 
-@pytest.fixture(scope="module")
-def every_input(shared_traces):
-    return shared_inputs(shared_traces) | recorded_inputs()
-
-
-@pytest.fixture(scope="module")
-def result_digests(every_input, tmp_path_factory):
-    con = connect(tmp_path_factory.mktemp("golden") / "golden.duckdb")
-    load_and_replay(con, every_input)
+def analysed_digests(inputs: dict[str, Path], folder: Path) -> dict[str, dict[str, str]]:
+    con = connect(folder / "golden.duckdb")
+    load_and_replay(con, inputs)
     found = digests(con)
     con.close()
     return found
 
 
-def test_every_result_table_keeps_its_digest(result_digests):
+# a run's digest does not depend on the runs beside it (test_analysing_again_gives_the_same_digests):
+# the recordings kept in tests/data are checked without $CTDA_TRACES, the shared traces with it
+@pytest.fixture(scope="module")
+def recorded_digests(tmp_path_factory):
+    return analysed_digests(recorded_inputs(), tmp_path_factory.mktemp("recorded"))
+
+
+@pytest.fixture(scope="module")
+def shared_digests(shared_traces, tmp_path_factory):
+    return analysed_digests(shared_inputs(shared_traces), tmp_path_factory.mktemp("shared"))
+
+
+def is_shared(run: str) -> bool:
+    return run.startswith("shared/")
+
+
+def assert_digests_kept(found: dict[str, dict[str, str]], shared: bool) -> None:
+    """`found` equals the kept digests of the shared (or the recorded) runs, table by table;
+    CTDA_UPDATE_DIGESTS=1 rewrites those and keeps the others."""
+    kept_all = json.loads(KEPT.read_text())
     if UPDATE:
-        KEPT.write_text(json.dumps(result_digests, indent=1, sort_keys=True) + "\n")
-    kept = json.loads(KEPT.read_text())
+        kept_all = {run: tables for run, tables in kept_all.items() if is_shared(run) != shared} | found
+        KEPT.write_text(json.dumps(kept_all, indent=1, sort_keys=True) + "\n")
+    kept = {run: tables for run, tables in kept_all.items() if is_shared(run) == shared}
     changed = [f"{run}/{table}: kept {kept[run].get(table)}, now {digest}"
-               for run, tables in sorted(result_digests.items()) if run in kept
+               for run, tables in sorted(found.items()) if run in kept
                for table, digest in sorted(tables.items()) if kept[run].get(table) != digest]
-    new = sorted(result_digests.keys() - kept.keys())
-    gone = sorted(kept.keys() - result_digests.keys())
+    new = sorted(found.keys() - kept.keys())
+    gone = sorted(kept.keys() - found.keys())
     assert not (changed or new or gone), (
         "results differ from tests/data/result_digests.json (rows:md5); if the change is meant, "
         "rerun this test with CTDA_UPDATE_DIGESTS=1 and commit the file:\n"
         + "\n".join(changed + [f"{run}: no kept digest" for run in new] + [f"{run}: no longer an input" for run in gone]))
+
+
+def test_every_result_table_of_the_recordings_keeps_its_digest(recorded_digests):
+    assert_digests_kept(recorded_digests, shared=False)
+
+
+def test_every_result_table_of_the_shared_traces_keeps_its_digest(shared_digests):
+    assert_digests_kept(shared_digests, shared=True)
 
 
 # none since issue 42: cpu_only's one step holds only gloo executions on worker threads, which
@@ -55,13 +79,22 @@ def test_every_result_table_keeps_its_digest(result_digests):
 NO_NODES: set[str] = set()
 
 
-def test_every_input_has_paths_and_a_replay(result_digests):
+def empty_results(found: dict[str, dict[str, str]]) -> list[tuple[str, str]]:
+    """(run, table) of the inputs without critical-path or what-if rows, NO_NODES aside."""
+    return [(run, table) for run, tables in found.items() if run not in NO_NODES
+            for table in ("critical_path", "path_events", "nodes", "whatif_steps")
+            if tables[table].startswith("0:")]
+
+
+def test_every_recording_has_paths_and_a_replay(recorded_digests):
     """The digests cover real results: every input has critical-path and what-if rows."""
-    empty = [(run, table) for run, tables in result_digests.items() if run not in NO_NODES
-             for table in ("critical_path", "path_events", "nodes", "whatif_steps")
-             if tables[table].startswith("0:")]
-    assert empty == []
-    assert all(result_digests[run]["nodes"].startswith("0:") for run in NO_NODES)
+    assert empty_results(recorded_digests) == []
+    assert all(recorded_digests[run]["nodes"].startswith("0:") for run in NO_NODES if run in recorded_digests)
+
+
+def test_every_shared_trace_has_paths_and_a_replay(shared_digests):
+    assert empty_results(shared_digests) == []
+    assert all(shared_digests[run]["nodes"].startswith("0:") for run in NO_NODES if run in shared_digests)
 
 
 def test_analysing_again_gives_the_same_digests(shared_traces, tmp_path):
@@ -77,11 +110,11 @@ def test_analysing_again_gives_the_same_digests(shared_traces, tmp_path):
     assert {run: again[run] for run in chosen} == {run: kept[run] for run in chosen}
 
 
-def test_a_changed_row_changes_the_digest(shared_traces, tmp_path):
+def test_a_changed_row_changes_the_digest(tmp_path):
     con = connect(tmp_path / "one.duckdb")
-    load_and_replay(con, {"simple": shared_traces / "simple_add.json.gz"})
-    before = digests(con)["simple"]
+    load_and_replay(con, {"graph": recorded_inputs()["cuda/cuda_graph"]})
+    before = digests(con)["graph"]
     con.execute("UPDATE critical_path SET counted_us = counted_us + 1 WHERE rowid = "
                 "(SELECT min(rowid) FROM critical_path)")
-    after = digests(con)["simple"]
+    after = digests(con)["graph"]
     assert {table for table in before if before[table] != after[table]} == {"critical_path"}

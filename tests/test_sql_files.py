@@ -15,7 +15,7 @@ import sqlglot
 from sqlglot import exp
 
 from ctda_sql.engine.reports import bundled_reports, run_report
-from ctda_sql.testing.tracebuilder import TraceBuilder
+from helpers.traces import training_trace
 
 # Parameters whose default (NULL) the report refuses; values name the small warehouse's runs.
 REQUIRED_PARAMS = {"run_diff": {"run_a": "small", "run_b": "second"},
@@ -71,26 +71,6 @@ def test_the_bundle_is_found():
 
 
 # ---- reports on a small warehouse -------------------------------------------------------
-
-def training_trace(rank: int, world_size: int, slow: float = 0.0, shift: float = 0.0) -> TraceBuilder:
-    """Two steps: forward on the main thread, backward on the autograd thread, a sync; each
-    step starts `shift` us later (so ranks of a job need not end their steps together)."""
-    builder = TraceBuilder(rank=rank, world_size=world_size)
-    main, autograd = builder.thread(100, "pt_main_thread"), builder.thread(200, "pt_autograd_0")
-    for number, start in ((1, 0.0 + shift), (2, 1000.0 + 2 * shift)):
-        builder.step(number, main, ts=start, dur=900 + slow)
-        builder.cpu_op(main, "aten::linear", ts=start + 10, dur=100)
-        builder.launch(main, ts=start + 20, dur=10, kernel="gemm_kernel", stream=7,
-                       kernel_ts=start + 40, kernel_dur=200 + slow)
-        builder.cpu_op(autograd, "autograd::engine::evaluate_function: AddmmBackward0", ts=start + 300, dur=200)
-        builder.launch(autograd, ts=start + 310, dur=10, kernel="gemm_backward", stream=7,
-                       kernel_ts=start + 330, kernel_dur=150)
-        builder.launch(main, ts=start + 520, dur=10, kernel="ncclKernel_AllReduce_RING_LL_Sum_float",
-                       stream=20, kernel_ts=start + 540, kernel_dur=100)
-        builder.runtime(main, "cudaDeviceSynchronize", ts=start + 600, dur=60)
-        builder.cpu_op(main, "Optimizer.step#SGD.step", ts=start + 700, dur=150)
-    return builder
-
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory):

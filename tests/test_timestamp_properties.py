@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from invariants import broken_invariants
-from test_engine_properties import StepSimulator, action
+from helpers.properties import StepSimulator, action
 from ctda_sql.engine.analyze import analyze
 from ctda_sql.core.connection import connect
 from ctda_sql.core.errors import BadTraceError

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from test_crossrank import GLOO, analysed_db
+from helpers.db import analysed_db
+from helpers.jobs import GLOO
 from ctda_sql.whatif import replay as whatif_module
 from ctda_sql.cli.whatif import MAX_SWEEP_VALUES
 from ctda_sql.core.connection import connect

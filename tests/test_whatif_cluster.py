@@ -8,17 +8,15 @@ reproduces each run from its own rate and predicts the others."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers.jobs import shared_link
 from ctda_sql.api import Warehouse
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.whatif.cluster import (ClusterSpec, check_cluster, collective_times, load_cluster,
@@ -232,11 +230,6 @@ def test_the_command_line_gives_one_error_line_and_a_nonzero_exit(tmp_path, run_
 SHAPED_RUNS = ("r2-200m-1", "r2-200m-2", "r2-400m-1", "r2-400m-2", "r2-800m-1", "r2-800m-2",
                "r4-400m-1", "r4-400m-2")
 TOLERANCE = 0.10
-
-
-def shared_link(ranks: int, rate_mbit: float, device_speed: float = 1.0) -> dict:
-    return {"cluster": {"hosts": ranks, "devices_per_host": 1, "device_speed": device_speed},
-            "inter_host": {"topology": "shared-link", "bandwidth_gbps": rate_mbit / 1000.0}}
 
 
 def median_step_ms(rows) -> float:

@@ -11,8 +11,8 @@ from statistics import median
 
 import pytest
 
-from test_crossrank import GLOO, LATE_US, analysed_db, job
-from test_crossrank_parallel import p2p_db  # noqa: F401 (a fixture: its send, buffered or rendezvous)
+from helpers.db import analysed_db
+from helpers.jobs import GLOO, LATE_US, job
 from ctda_sql.whatif.replay import Scale, Scenario, whatif
 from ctda_sql.whatif.changes import parse_scale
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_crossrank import GLOO, analysed_db, collective, job
-from test_whatif_cluster import shared_link
+from helpers.db import analysed_db
+from helpers.jobs import GLOO, collective, job, shared_link
 from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.whatif import graph, replay
 from ctda_sql.whatif.changes import Scale, Scenario

@@ -29,8 +29,8 @@ from statistics import mean
 
 import pytest
 
-from test_crossrank import analysed_db
-from test_crossrank_parallel import staged_pipeline_job
+from helpers.db import analysed_db
+from helpers.jobs import staged_pipeline_job
 from ctda_sql.whatif.replay import Scale, Scenario, whatif
 
 GLOO = Path(__file__).parent / "data" / "gloo"

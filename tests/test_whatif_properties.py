@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from engine_helpers import analyzed
 from invariants import broken_invariants
-from test_engine_properties import OP_NAMES, StepSimulator, action
+from helpers.properties import OP_NAMES, StepSimulator, action
 from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.whatif.replay import Scale, Scenario, whatif
 
@@ -101,7 +101,8 @@ def test_coupled_ranks_replay_exactly_and_removing_work_never_lengthens_a_rank(w
     # update; clocks may be offset. The ranks are replayed together (matched collectives)
     from collections import defaultdict
 
-    from test_crossrank import analysed_db, job
+    from helpers.db import analysed_db
+    from helpers.jobs import job
 
     late = data.draw(st.dictionaries(st.integers(1, steps), st.integers(0, world - 1)))
     offsets = data.draw(st.dictionaries(st.integers(0, world - 1), st.sampled_from([-3000.0, 40.0, 9000.0])))

@@ -1,0 +1,145 @@
+"""Multi-rank jobs: the recorded gloo runs, hand-made all-reduce jobs with a late rank
+(tests/test_crossrank.py), a 1F1B pipeline and a send/recv pair (tests/test_crossrank_parallel.py
+derives their paths), and a shared-link cluster file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctda_sql.testing.tracebuilder import DEFAULT_BASE_TS, TraceBuilder
+
+GLOO = Path(__file__).parent.parent / "data" / "gloo"
+LATE_US = 300.0
+
+
+def collective(b: TraceBuilder, main, worker, call_ts: float, exec_ts: float, exec_end: float,
+               ranks: list[int], nelems: int = 1024) -> None:
+    """A gloo all-reduce: the c10d call (with record_param_comms inside) on the main thread,
+    executed by a gloo worker thread from exec_ts to exec_end."""
+    b.cpu_op(main, "c10d::allreduce_", ts=call_ts, dur=5, **{"Input Dims": [[[nelems]]], "Input type": ["TensorList"]})
+    b.cpu_op(main, "record_param_comms", ts=call_ts + 1, dur=3, **{
+        "Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems, "dtype": "Float",
+        "Process Group Name": "0", "Process Group Ranks": str(ranks), "Group size": len(ranks)})
+    b.annotation(worker, "gloo:all_reduce", ts=exec_ts, dur=exec_end - exec_ts,
+                 **{"Input Dims": [[nelems]], "Input type": ["float"]})
+
+
+def job(folder: Path, world: int, steps: int, late: dict[int, int] | None = None,
+        offsets: dict[int, float] | None = None, extra_on_rank0: bool = False) -> Path:
+    """`world` ranks, `steps` steps of 1000 us: compute, an all-reduce, an update. In step s
+    the rank late[s] computes LATE_US longer, so everyone waits for it at the all-reduce.
+    offsets[r] shifts rank r's clock; ends get a few us of deterministic jitter. Rank 0's steps
+    start (so, as steps partition the timeline, end) 5 us after the others', so the path starts
+    there."""
+    late, offsets = late or {}, offsets or {}
+    folder.mkdir(parents=True, exist_ok=True)
+    ranks = list(range(world))
+    for rank in ranks:
+        b = TraceBuilder(rank=rank, world_size=world, base_ts=DEFAULT_BASE_TS + int(offsets.get(rank, 0)),
+                         pid=1000 + rank)
+        main, worker = b.thread(100 + rank, "pt_main_thread"), b.thread(500 + rank, "gloo worker")
+        for step in range(1, steps + 1):
+            t0 = (step - 1) * 1000.0
+            b.step(step, main, ts=t0 + (5 if rank == 0 else 0), dur=990)
+            compute = 100 + (LATE_US if late.get(step) == rank else 0)
+            b.cpu_op(main, "aten::mm", ts=t0 + 10, dur=compute)
+            arrival = t0 + 20 + compute
+            last_arrival = t0 + 20 + 100 + (LATE_US if step in late else 0)
+            end = last_arrival + 50 + ((rank * 7 + step * 3) % 7 - 3)
+            collective(b, main, worker, arrival, arrival + 2, end, ranks)
+            b.cpu_op(main, "aten::add_", ts=end + 5, dur=20)
+        if extra_on_rank0 and rank == 0:
+            t0 = steps * 1000.0
+            collective(b, main, worker, t0 - 8, t0 - 6, t0 - 2, ranks)
+        b.write(folder / f"rank-{rank}.json.gz")
+    return folder
+
+
+TRANSFER_US = 10.0
+
+
+def staged_pipeline_job(folder: Path, stage_us: dict[int, float], slow_us: float) -> Path:
+    """Two ranks' traces of one 1F1B step as tests/test_crossrank_parallel.py derives it: stage
+    s's forward and backward take stage_us[s], and stage 1 sleeps slow_us in `slow_stage` before
+    each forward (an annotation with no op inside; tests/test_whatif_parallel.py removes it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    b = {rank: TraceBuilder(rank=rank, world_size=2, pid=2000 + rank) for rank in (0, 1)}
+    lane = {rank: b[rank].thread(200 + rank, "pt_main_thread") for rank in (0, 1)}
+
+    def op(rank, name, ts, dur):
+        b[rank].cpu_op(lane[rank], name, ts=ts, dur=dur)
+        return ts + dur + 1
+
+    def forward(rank, ts):
+        if rank == 1 and slow_us:
+            b[rank].annotation(lane[rank], "slow_stage", ts=ts, dur=slow_us)
+            ts += slow_us
+        return op(rank, "aten::mm", ts, stage_us[rank])
+
+    def p2p(sender_ts, receiver_ts, sender, receiver):
+        done = max(sender_ts, receiver_ts) + TRANSFER_US
+        for rank, ts, kind, peer in ((sender, sender_ts, "send", receiver), (receiver, receiver_ts, "recv", sender)):
+            p2p_call(b[rank], lane[rank], kind, peer, ts, done)
+        return done
+
+    backward = "aten::mm_backward"
+    t0 = forward(0, 10)                                  # F0 on stage 0; stage 1 posts R(a0) at 5
+    done = p2p(t0, 5, 0, 1)
+    t0 = forward(0, done + 1)                            # F1 on stage 0
+    t1 = op(1, backward, forward(1, done + 1), stage_us[1])   # F0, B0 on stage 1
+    for mb in (1, 2, 3):
+        # fused batches: stage 0 [S(a_mb) R(g_mb-1)], stage 1 [S(g_mb-1) R(a_mb)], posted 3 us apart
+        a_done = p2p(t0, t1 + 3, 0, 1)
+        g_done = p2p(t1, t0 + 3, 1, 0)
+        resume = max(a_done, g_done) + 1
+        t0 = op(0, backward, resume, stage_us[0])
+        if mb < 3:
+            t0 = forward(0, t0)
+        t1 = op(1, backward, forward(1, resume), stage_us[1])
+    done = p2p(t1, t0, 1, 0)                             # g3
+    end0 = op(0, "aten::add_", op(0, backward, done + 1, stage_us[0]), 20)
+    end1 = op(1, "aten::add_", done + 1, 20)
+    b[0].step(1, lane[0], ts=0, dur=end0 + 5)
+    b[1].step(1, lane[1], ts=0, dur=end1 + 6)
+    for rank in (0, 1):
+        b[rank].write(folder / f"rank-{rank}.json.gz")
+    return folder
+
+
+def p2p_call(builder: TraceBuilder, lane, kind: str, peer: int, ts: float, done: float) -> None:
+    """A gloo send or recv to / from `peer` posted at `ts`: its call (2 us), then its gloo:send /
+    gloo:recv on the same thread until `done`."""
+    builder.cpu_op(lane, "c10d::send" if kind == "send" else "c10d::recv_", ts=ts, dur=2, **{
+        "Input Dims": [[[8, 256]], [], [], []], "Input type": ["TensorList", "", "Scalar", "Scalar"],
+        "Concrete Inputs": ["", "", str(peer), "0"]})
+    builder.annotation(lane, f"gloo:{kind}", ts=ts + 2, dur=done - ts - 2,
+                       **{"Input Dims": [[8, 256]], "Input type": ["float"]})
+
+
+def p2p_job(folder: Path, buffered: bool) -> Path:
+    """Write the two ranks' traces of the send/recv pair tests/test_crossrank_parallel.py derives
+    (buffered: the send returns 7 us after it is posted; else when the transfer is done)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    # (rank 1's trace is the same in both versions but for its pid: ingest skips a file it has)
+    b = {rank: TraceBuilder(rank=rank, world_size=2, pid=3000 + 10 * buffered + rank) for rank in (0, 1)}
+    lane = {rank: b[rank].thread(300 + rank, "pt_main_thread") for rank in (0, 1)}
+    send_ts, recv_ts = 111, 601
+    done = max(send_ts, recv_ts) + TRANSFER_US
+    send_done = send_ts + 7 if buffered else done
+    p2p_call(b[0], lane[0], "send", 1, send_ts, send_done)
+    p2p_call(b[1], lane[1], "recv", 0, recv_ts, done)
+    b[0].cpu_op(lane[0], "aten::mm", ts=10, dur=100)
+    b[0].cpu_op(lane[0], "aten::mm", ts=send_done + 1, dur=800)
+    b[0].cpu_op(lane[0], "aten::add_", ts=send_done + 802, dur=20)
+    b[0].step(1, lane[0], ts=0, dur=send_done + 827)
+    b[1].cpu_op(lane[1], "aten::mm", ts=10, dur=590)
+    b[1].cpu_op(lane[1], "aten::mm", ts=done + 1, dur=100)
+    b[1].step(1, lane[1], ts=0, dur=720)
+    for rank in (0, 1):
+        b[rank].write(folder / f"rank-{rank}.json.gz")
+    return folder
+
+
+def shared_link(ranks: int, rate_mbit: float, device_speed: float = 1.0) -> dict:
+    return {"cluster": {"hosts": ranks, "devices_per_host": 1, "device_speed": device_speed},
+            "inter_host": {"topology": "shared-link", "bandwidth_gbps": rate_mbit / 1000.0}}
