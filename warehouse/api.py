@@ -25,7 +25,7 @@ import numbers
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import duckdb
 
@@ -132,9 +132,10 @@ class Warehouse:
         if lake is None and (workers is not None or scheduler is not None):
             raise CtdaError("workers and scheduler need lake=DIR")
         self.lake = Path(lake) if lake is not None else None
-        self.workers, self.scheduler = workers, scheduler
         self.path = self.lake or (Path(db) if db is not None else resolve_db_path(None))
         self.read_only = read_only
+        self._store: _Store = (_LakeStore(self.lake, workers, scheduler) if self.lake is not None
+                               else _FileStore(self.path))
         self.safe = safe
         self._udfs_for = udfs_for
         self._macros_for = macros_for
@@ -156,13 +157,9 @@ class Warehouse:
         """The DuckDB connection (opened on first use); after close() a CtdaError: it used to
         open the database again without a word, holding its lock."""
         self._check_open()
-        if self._con is None and self.lake is not None:
-            from ctda_sql.lake.views import open_lake
-
-            self._con = open_lake(self.lake, for_sql=self._udfs_for, safe=self.safe, macros_for=self._macros_for)
-        elif self._con is None:
-            self._con = connect(self.path, read_only=self.read_only, for_sql=self._udfs_for, safe=self.safe,
-                                macros_for=self._macros_for)
+        if self._con is None:
+            self._con = self._store.connect(read_only=self.read_only, for_sql=self._udfs_for, safe=self.safe,
+                                            macros_for=self._macros_for)
         return self._con
 
     def close(self) -> None:
@@ -188,59 +185,35 @@ class Warehouse:
         self.close()
 
     def __repr__(self) -> str:
-        if self.lake is not None:
-            return f"Warehouse(lake={str(self.lake)!r})"
-        mode = "read-only" if self.read_only else "read-write"
-        return f"Warehouse({str(self.path)!r}, {mode})"
+        return f"Warehouse({self._store.describe(self.read_only)})"
 
     # ---- loading and analysis ------------------------------------------------------------
 
     def ingest(self, paths, run: str | None = None, meta: dict | None = None,
                replace: bool = False, show_progress: bool = False) -> IngestResult:
         """Load trace files or folders of rank files as one run, all or nothing."""
-        from ctda_sql.ingest.load import collect_files, ingest
+        from ctda_sql.ingest.load import collect_files
 
         paths = _paths("paths", paths)
         run, meta = _text("run", run), _scalars("meta", meta)
         _flag("replace", replace)
         self._check_open()  # before any file is read
         collect_files(paths)  # a missing file fails here, before a database is opened or made
-        if self.lake is not None:
-            return self._on_lake("ingest", list(paths), run=run, meta=meta, replace=replace,
-                                 show_progress=show_progress)
-        # ingest refreshes run_meta inside its transaction: new meta keys become columns
-        return ingest(self.con, list(paths), run_name=run, meta=meta, replace=replace,
-                      show_progress=show_progress)
+        return self._store.ingest(self, list(paths), run=run, meta=meta, replace=replace,
+                                  show_progress=show_progress)
 
     def analyze(self, run: str | None = None, method: str = "all", window: str | None = None,
                 wait_gap_us: float | None = None, split_starved: bool = True,
                 show_progress: bool = False) -> str:
         """Build nodes, edges and critical_path for every step of every rank (of `run`);
         returns the summary (windows, nodes, mean CPCR per method)."""
-        from ctda_sql.engine.analyze import analysis_settings, analyze
+        from ctda_sql.engine.analyze import analysis_settings
 
         run, method, window = _text("run", run), _text("method", method, optional=False), _text("window", window)
         settings = analysis_settings(_number("wait_gap_us", wait_gap_us),
                                      split_starved=_flag("split_starved", split_starved))
-        if self.lake is not None:
-            return self._on_lake("analyze", run=run, method=method, window=window, settings=settings,
-                                 show_progress=show_progress)
-        return analyze(self.con, run=run, method=method, window_prefix=window,
-                       show_progress=show_progress, settings=settings)
-
-    def _on_lake(self, command: str, *args, **kwargs):
-        """Run a lake ingest or analyze on Dask; the session's views are re-made afterwards."""
-        from ctda_sql.lake.cluster import dask_client
-        from ctda_sql.lake.run import analyze_lake, ingest_lake
-
-        if self.read_only:
-            raise CtdaError("this Warehouse is read-only")
-        work = ingest_lake if command == "ingest" else analyze_lake
-        self._check_open()  # before any work starts
-        with dask_client(self.workers, self.scheduler) as client:
-            result = work(client, self.lake, *args, **kwargs)
-        self._drop_connection()  # new partitions: the next use opens fresh views over them
-        return result
+        return self._store.analyze(self, run=run, method=method, window=window, settings=settings,
+                                   show_progress=show_progress)
 
     def load_experiments(self, path: str | Path, key: str) -> int:
         """Load experiment metadata (csv, json, parquet) keyed by run name into `experiments`;
@@ -320,16 +293,18 @@ class Warehouse:
                             bandwidth_scale=comm_bandwidth_scale, latency_us=comm_latency_us,
                             allreduce=allreduce, world_size=world_size)
         if cluster is not None:  # a TOML path or dict: projected onto it (warehouse/whatif/cluster.py)
-            from ctda_sql.whatif.cluster import api_whatif
-            return api_whatif(self, cluster, scenario, run=run, rank=rank, step=step, name=name, coupled=coupled)
-        scenario_name = name or scenario.as_json()
-        whatif(self.con, run=run, rank=rank, step=step, scenario=scenario, name=scenario_name, coupled=coupled)
+            from ctda_sql.whatif.cluster import whatif_on_cluster
+            scenario_name = whatif_on_cluster(self.con, cluster, scenario, run=run, rank=rank, step=step,
+                                              name=name, coupled=coupled)
+        else:
+            scenario_name = name or scenario.as_json()
+            whatif(self.con, run=run, rank=rank, step=step, scenario=scenario, name=scenario_name, coupled=coupled)
         self._finish_pending_result()
         return self.con.sql("SELECT * FROM whatif_steps WHERE scenario = $name ORDER BY ALL",
                             params={"name": scenario_name})
 
     def advise(self, run: str | None = None, rank: int | None = None, step: int | None = None,
-               top: int = 10, profile_top: int = 8) -> dict:
+               top: int = 10, profile_top: int = 10) -> dict:
         """What to fix first and what it buys (docs/advice.md): the findings, ranked by the
         saving the what-if replay predicts, and the causal profile of the path's largest regions,
         as one JSON-ready dict; the run's rows of advice_findings / advice_profile are replaced."""
@@ -339,7 +314,7 @@ class Warehouse:
         self._refuse_on_lake("advise")
         profile_top = _whole("profile_top", profile_top)
         document = advise(self.con, run=run, rank=rank, step=step, top=10 if top is None else top,
-                          profile_top=8 if profile_top is None else profile_top)
+                          profile_top=10 if profile_top is None else profile_top)
         self._finish_pending_result()
         return document
 
@@ -354,9 +329,7 @@ class Warehouse:
         return diff(self.con, run_a, run_b, rank=rank)
 
     def _refuse_on_lake(self, command: str) -> None:
-        if self.lake is not None:
-            raise CtdaError(f"{command} needs a warehouse database, not a lake: ingest the run into one "
-                            f"(ctda-sql ingest PATH --db FILE --analyze)")
+        self._store.refuse_unless_database(command)
 
     def _finish_pending_result(self) -> None:
         """DuckDB refuses a new relation while a result of execute() is unread: read it."""
@@ -389,6 +362,87 @@ class Warehouse:
 
         path, run, compare = _path("path", path), _text("run", run, optional=False), _text("compare", compare)
         return write_html(self.con, path, run, step=_whole("step", step), rank=_whole("rank", rank), compare=compare)
+
+
+# ---- where the data lives: a database file or a Parquet lake ------------------------------
+
+class _Store(Protocol):
+    """What differs between a database file and a lake; everything else a Warehouse does
+    (reports, SQL, what-if, exports) runs on the connection `connect` opens."""
+
+    def connect(self, *, read_only: bool, for_sql: str | None, safe: bool,
+                macros_for: str | None) -> duckdb.DuckDBPyConnection: ...
+    def ingest(self, wh: Warehouse, paths: list, **options) -> IngestResult: ...
+    def analyze(self, wh: Warehouse, **options) -> str: ...
+    def refuse_unless_database(self, command: str) -> None: ...
+    def describe(self, read_only: bool) -> str: ...
+
+
+class _FileStore:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def connect(self, *, read_only, for_sql, safe, macros_for):
+        return connect(self.path, read_only=read_only, for_sql=for_sql, safe=safe, macros_for=macros_for)
+
+    def ingest(self, wh, paths, *, run, meta, replace, show_progress):
+        from ctda_sql.ingest.load import ingest
+
+        # ingest refreshes run_meta inside its transaction: new meta keys become columns
+        return ingest(wh.con, paths, run_name=run, meta=meta, replace=replace, show_progress=show_progress)
+
+    def analyze(self, wh, *, run, method, window, settings, show_progress):
+        from ctda_sql.engine.analyze import analyze
+
+        return analyze(wh.con, run=run, method=method, window_prefix=window, show_progress=show_progress,
+                       settings=settings)
+
+    def refuse_unless_database(self, command):
+        return None
+
+    def describe(self, read_only):
+        return f"{str(self.path)!r}, {'read-only' if read_only else 'read-write'}"
+
+
+class _LakeStore:
+    """Ingest and analyze run on Dask (`workers` local processes, or the cluster at
+    `scheduler`); reads go through views over the lake's Parquet files."""
+
+    def __init__(self, folder: Path, workers: int | None, scheduler: str | None):
+        self.folder, self.workers, self.scheduler = folder, workers, scheduler
+
+    def connect(self, *, read_only, for_sql, safe, macros_for):
+        from ctda_sql.lake.views import open_lake
+
+        return open_lake(self.folder, for_sql=for_sql, safe=safe, macros_for=macros_for)
+
+    def ingest(self, wh, paths, **options):
+        from ctda_sql.lake.run import ingest_lake
+
+        return self._on_dask(wh, ingest_lake, paths, **options)
+
+    def analyze(self, wh, **options):
+        from ctda_sql.lake.run import analyze_lake
+
+        return self._on_dask(wh, analyze_lake, **options)
+
+    def _on_dask(self, wh, work, *args, **options):
+        from ctda_sql.lake.cluster import dask_client
+
+        if wh.read_only:
+            raise CtdaError("this Warehouse is read-only")
+        wh._check_open()  # before any work starts
+        with dask_client(self.workers, self.scheduler) as client:
+            result = work(client, self.folder, *args, **options)
+        wh._drop_connection()  # new partitions: the next use opens fresh views over them
+        return result
+
+    def refuse_unless_database(self, command):
+        raise CtdaError(f"{command} needs a warehouse database, not a lake: ingest the run into one "
+                        f"(ctda-sql ingest PATH --db FILE --analyze)")
+
+    def describe(self, read_only):
+        return f"lake={str(self.folder)!r}"
 
 
 def _folders(reports_dirs) -> list[Path]:

@@ -427,16 +427,15 @@ def cluster_spec(cluster) -> ClusterSpec:
                     f"not {type(cluster).__name__} {cluster!r}"[:200])
 
 
-def api_whatif(warehouse, cluster, scenario: Scenario, run=None, rank=None, step=None, name=None,
-               coupled: bool = True):
-    """Warehouse.whatif(cluster=...): the rows of whatif_steps for the projection."""
+def whatif_on_cluster(con, cluster, scenario: Scenario, run=None, rank=None, step=None, name=None,
+                      coupled: bool = True) -> str:
+    """Warehouse.whatif(cluster=...): the projection's rows go to whatif_steps under the
+    returned scenario name. `cluster`: a TOML path, its contents as a dict, or a ClusterSpec."""
     if scenario.bandwidth_scale != 1.0 or scenario.latency_us is not None:
         raise CtdaError("a cluster describes the network: leave out comm_bandwidth_scale and comm_latency_us")
     spec = cluster_spec(cluster)
     result_name = name or f"cluster {json.dumps(spec.as_dict())}"
-    whatif_cluster(warehouse.con, spec, run=run, rank=rank, step=step,
+    whatif_cluster(con, spec, run=run, rank=rank, step=step,
                    world_size=scenario.world_size, allreduce=scenario.allreduce, scales=scenario.scales,
                    name=result_name, coupled=coupled)
-    warehouse._finish_pending_result()
-    return warehouse.con.sql("SELECT * FROM whatif_steps WHERE scenario = $name ORDER BY ALL",
-                             params={"name": result_name})
+    return result_name
