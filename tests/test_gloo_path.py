@@ -12,6 +12,7 @@ loopback (tests/data/shaped, scripts/record_shaped_runs.py)."""
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -261,26 +262,58 @@ def predicted_ms(warehouse, run: str, scale: float) -> float:
     return statistics.mean(statistics.median(v) for v in by_rank.values()) / 1000.0
 
 
-PAIRS = [(f"r{ranks}-400m-{k}", scale, rate) for ranks in (2, 4) for k in (1, 2)
-         for scale, rate in ((2.0, 800), (0.5, 200))]
-WITHIN_NOISE = {("r2-400m-1", 2.0), ("r2-400m-1", 0.5), ("r4-400m-1", 0.5), ("r4-400m-2", 0.5)}
+RATES = (200, 400, 800)
+PAIRS = [(f"r{ranks}-{source_rate}m-{k}", rate) for ranks in (2, 4) for source_rate in RATES for k in (1, 2)
+         for rate in RATES if rate != source_rate]
 
 
-@pytest.mark.parametrize("source, scale, rate", PAIRS)
-def test_the_other_rates_are_predicted_from_400_mbit(shaped, source, scale, rate):
-    """From each 400 Mbit/s recording, twice and half the bandwidth against the recordings at
-    800 and 200 (the mean of their two repetitions). Measured (docs/method.md): within
-    max(10 %, the repetitions' spread) from r2-400m-1 both ways and from both r4 runs at half
-    the bandwidth, the bound the --cluster tests use; from r2-400m-2 (itself 7.5 % slower than
-    the mean of its rate) +27.8 % at twice (noise 77 ms) and +11.6 % at half, from the r4 runs
-    -23.3 % and -24.5 % at twice (4 ranks on 2 cores: at 800 Mbit/s the CPU, not the link,
-    bounds the transfers; --cluster is off by -20.3 and -25.2 % there). Before, every
-    prediction was the source step unchanged (22-76 % off)."""
-    ranks = int(source[1])
+def rest_of_step_ms(rows: list[dict], run: str) -> float:
+    """The step less its gloo time on the ctda path (mean over ranks of the median step): what
+    no network change moves. `rows`: step_rows'."""
+    by_rank: dict[int, list[float]] = {}
+    for r in rows:
+        if r["run"] == run and r["method"] == "ctda":
+            by_rank.setdefault(r["rank"], []).append(r["window_us"] - r["comm_us"])
+    return statistics.mean(statistics.median(v) for v in by_rank.values()) / 1000.0
+
+
+@pytest.fixture(scope="module")
+def cpu_bound(shaped) -> set[tuple[int, int]]:
+    """(ranks, rate) whose recordings' rest of step is over 1.5x that of the other rates' (the
+    mean of the repetitions): there the ranks' compute, not the link, grew, and no network
+    what-if can follow a step that the CPU, not the network, changed."""
+    rows = step_rows(shaped)
+    rest = {(n, rate): statistics.mean(rest_of_step_ms(rows, f"r{n}-{rate}m-{k}") for k in (1, 2))
+            for n in (2, 4) for rate in RATES}
+    return {(n, rate) for (n, rate), ms in rest.items()
+            if ms > 1.5 * statistics.mean(rest[n, other] for other in RATES if other != rate)}
+
+
+def test_only_four_ranks_at_800_mbit_are_bound_by_the_cpu(cpu_bound):
+    """4 ranks on 2 cores at 800 Mbit/s: the gloo time on the path halves from 400 Mbit/s as
+    the link's rate implies (763 -> 397 ms, means), but the rest of the step grows from 124 and
+    136 ms to 239 and 355 ms (measured), and the two repetitions differ by 161 ms. Every other rate is bound by
+    the link."""
+    assert cpu_bound == {(4, 800)}
+
+
+@pytest.mark.parametrize("source, rate", PAIRS)
+def test_the_other_rates_are_predicted_from_each_recording(shaped, cpu_bound, source, rate):
+    """From every recording, the bandwidth of each other rate against the recordings at that
+    rate (the mean of their two repetitions). The noise is both rates' repetitions' spread
+    (root of the sum of squares; the source's scaled to the prediction): a prediction from one
+    recording carries that recording's own deviation (r2-400m-2 is 16 % slower than r2-400m-1
+    at the same rate). Within max(10 %, noise) wherever the link bounds both recordings
+    (measured, docs/method.md: 16 pairs of 16); where the CPU bounds one of them (4 ranks at
+    800 Mbit/s), the step moves the right way. Before, every prediction was the source step
+    unchanged (22-76 % off)."""
+    ranks, source_rate = int(source[1]), int(source.split("-")[1][:-1])
     value, noise = truth(shaped, ranks, rate)
+    source_noise = truth(shaped, ranks, source_rate)[1]
     before = measured_step_ms(shaped, source)
-    prediction = predicted_ms(shaped, source, scale)
+    prediction = predicted_ms(shaped, source, rate / source_rate)
     assert (prediction - before) * (value - before) > 0        # the step moves the right way
-    assert abs(prediction - value) <= 0.3 * value, (prediction, value, noise)
-    if (source, scale) in WITHIN_NOISE:
-        assert abs(prediction - value) <= max(0.10 * value, noise), (prediction, value, noise)
+    if {(ranks, rate), (ranks, source_rate)} & cpu_bound:
+        return
+    bound = max(0.10 * value, math.hypot(noise, source_noise * prediction / before))
+    assert abs(prediction - value) <= bound, (prediction, value, noise, source_noise)
