@@ -1,3 +1,17 @@
+-- reads: events, steps, threads
+-- makes: cp_prefix_annotations(run_id, rank, event_id, name, ts_us, end_us, nested)
+-- makes: cp_nested_windows(nested_count)
+-- makes: cp_windows(run_id, rank, step, name, start_us, end_us, extends_to_device_end)
+-- makes: cp_lanes(run_id, rank, pid, tid, role)
+-- makes: cp_ops(run_id, rank, event_id, name, cat, pid, tid, ts_us, end_us, correlation, role,
+--               is_python, is_top, top_event_id)
+-- makes: cp_gpu_ops(run_id, rank, event_id, name, cat, stream, ts_us, end_us, correlation,
+--                   launch_event_id, launch_start_us, launch_end_us, launch_enqueued_us,
+--                   top_event_id, launch_tid, has_traced_launch)
+-- makes: cp_annotations(run_id, rank, name, ts_us, end_us)
+-- makes: cp_comm_ops(run_id, rank, event_id, name, cat, pid, tid, ts_us, end_us)
+-- param: window_prefix VARCHAR
+-- param: run_id INTEGER
 -- Stage 1: analysis windows and the CPU events of the logical thread (main + autograd).
 
 -- One window per ProfilerStep (steps partition the timeline: see sql/ingest/steps.sql), or

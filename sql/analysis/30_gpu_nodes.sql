@@ -1,3 +1,30 @@
+-- reads: cp_top_nodes, cp_wait_returns, cp_gpu_ops, events, cp_windows, cp_ops, cp_comm_ops
+-- makes: cp_cpu_nodes(run_id, rank, step, cpu_node, pid, tid, phase, stream, start_us, end_us,
+--                     label, ends_with_sync, sync_start_us, sync_end_us, last_top_event_id)
+-- makes: cp_gpu_in_window(run_id, rank, event_id, name, cat, stream, ts_us, end_us, correlation,
+--                         launch_event_id, launch_start_us, launch_end_us, launch_enqueued_us,
+--                         top_event_id, launch_tid, has_traced_launch, step, cpu_node, phase,
+--                         prev_end_on_stream)
+-- makes: cp_sync_events(run_id, rank, correlation, name, stream, wait_on_stream,
+--                       record_correlation)
+-- makes: cp_recorded_waits(run_id, rank, source_event_id, target_event_id, inferred)
+-- makes: cp_inferred_waits(run_id, rank, source_event_id, target_event_id, inferred)
+-- makes: cp_stream_waits(run_id, rank, source_event_id, target_event_id, inferred)
+-- makes: cp_gpu_split(run_id, rank, event_id, name, cat, stream, ts_us, end_us, correlation,
+--                     launch_event_id, launch_start_us, launch_end_us, launch_enqueued_us,
+--                     top_event_id, launch_tid, has_traced_launch, step, cpu_node, phase,
+--                     prev_end_on_stream, split_no)
+-- makes: cp_carry_ops(run_id, rank, step, event_id, stream, ts_us, end_us, name, cat, phase,
+--                     split_no)
+-- makes: cp_comm_in_window(run_id, rank, event_id, name, cat, pid, tid, ts_us, end_us, step)
+-- makes: cp_nodes(node_id, run_id, rank, step, kind, phase, stream, tid, pid, start_us, end_us,
+--                 carry_in, label, ends_with_sync, sync_start_us, sync_end_us, cpu_node, split_no,
+--                 comm_event_id)
+-- param: wait_gap_max_us DOUBLE
+-- param: wait_gap_us DOUBLE
+-- param: wait_gap_ratio DOUBLE
+-- param: split_starved BOOLEAN
+-- param: starve_gap_us DOUBLE
 -- Stage 3: CPU nodes, GPU nodes (one per launching CPU node and stream, split where the
 -- GPU waited: on another stream, or, with $split_starved, for its own launch), carry-in
 -- nodes, and the numbering of all nodes of a window.

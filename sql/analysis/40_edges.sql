@@ -1,3 +1,11 @@
+-- reads: cp_nodes, cp_gpu_split, cp_carry_ops, cp_wait_returns, cp_sync_events, cp_stream_waits,
+--        cp_ops, cp_top_nodes, cp_comm_waits
+-- makes: cp_gpu_node_events(run_id, rank, step, node_id, event_id, name, cat, ts_us, end_us)
+-- makes: cp_sync_waits(run_id, rank, step, waiter_node, call_name, copy_event_id, sync_start_us,
+--                      sync_end_us, recorded, scope_stream, all_streams)
+-- makes: cp_wait_ends(run_id, rank, step, node_id, wait_end_us)
+-- makes: cp_edges(run_id, rank, step, src, dst, type, inferred, effective_end_us)
+-- param: sync_tolerance_us DOUBLE
 -- Stage 4: the device ops each GPU node holds, and the edges between nodes.
 
 -- GPU nodes' device ops: the edges below find the nodes of a stream wait's ops and of a

@@ -1,3 +1,19 @@
+-- reads: runs, events, traces, steps
+-- makes: cr_runs(run_id)
+-- makes: cr_comm_events(run_id, rank, event_id, name, pid, tid, ts_us, end_us, args, is_call,
+--                       outside_calls)
+-- makes: cr_calls(run_id, rank, event_id, call_name, call_peer, pid, tid, ts_us, end_us, meta_name,
+--                 meta_nelems, meta_dtype, dims_nelems, dims_dtype, meta_pg, meta_ranks)
+-- makes: cr_kernels(run_id, rank, event_id, name, ts_us, end_us, args, launch_pid, launch_tid,
+--                   launch_ts_us, call_event_id)
+-- makes: cr_gloo(run_id, rank, event_id, name, ts_us, end_us, args, key, nth, call_event_id)
+-- makes: cr_raw_instances(run_id, rank, cpu_event_id, enqueue_us, start_us, end_us, executed_on,
+--                         exec_event_id, name, nelems, dtype, pg_name, pg_ranks, peer)
+-- makes: cr_pg_config(run_id, rank, pg_name, pg_desc, ranks)
+-- makes: cr_instances(run_id, rank, step, pg, seq, name, nelems, dtype, bytes, group_ranks,
+--                     enqueue_us, start_us, end_us, executed_on, cpu_event_id, exec_event_id,
+--                     on_channel)
+-- param: run_id INTEGER
 -- Cross-rank stage 1: every collective call of every rank of the analysed runs, with where
 -- it executed, its process group, its order in the group (seq) and its message size.
 --

@@ -1,3 +1,16 @@
+-- reads: cr_instances, traces, cr_runs
+-- makes: cr_matched(run_id, rank, step, pg, seq, name, nelems, dtype, bytes, group_ranks,
+--                   enqueue_us, start_us, end_us, executed_on, cpu_event_id, exec_event_id,
+--                   on_channel, unmatched_reason)
+-- makes: cr_offsets(run_id, rank, collectives, clock_offset_us)
+-- makes: cr_p2p_pairs(run_id, rank, pg, seq, step_key, pair)
+-- makes: cr_aligned(run_id, rank, step, pg, seq, name, nelems, dtype, bytes, group_ranks,
+--                   enqueue_us, start_us, end_us, executed_on, cpu_event_id, exec_event_id,
+--                   on_channel, unmatched_reason, aligned_start_us, aligned_end_us, last_rank,
+--                   skew_us, wait_us)
+-- makes macro: cr_checked_instances()
+-- writes: traces, cr_instances, collective_instances
+-- param: causality_tolerance_us DOUBLE
 -- Cross-rank stage 2: match instances across the ranks of their group by (pg, seq), check
 -- name and size, estimate each rank's clock offset from the matched ends, and measure the
 -- arrival skew of every matched collective in aligned time.

@@ -1,3 +1,27 @@
+-- reads: analysis_windows, traces, cr_runs, critical_path, collective_instances, path_events,
+--        cr_calls, runs
+-- makes: cr_windows(run_id, rank, step, start_us, e2e_end_us, offset_us)
+-- makes: cr_rank_paths(run_id, rank, step, method, seq, node_id, counted_start_us, counted_end_us,
+--                      counted_us, kind, edge_type, gap_before_us, gap_kind, node_rank,
+--                      queued_gap_us, queued_idle_us, prev_end_us)
+-- makes: cr_gates(gate_id, run_id, step, rank, pg, seq, name, end_us, exec_event_id, cpu_event_id,
+--                 next_rank, cut_us, next_upper_us)
+-- makes: cr_gate_ends(run_id, step, rank, end_us, gate_id)
+-- makes: cr_next_gates(gate_id, next_gate_id)
+-- makes: cr_first_gates(run_id, step, rank, upper_us, gate_id)
+-- makes: cr_hop_limit(hops)
+-- makes: cr_hops(run_id, step, hop, rank, upper_us, lower_us, gate_pg, gate_seq,
+--                step_aligned_start_us)
+-- makes: cr_path_rows(run_id, step, hop, node_rank, rank_seq, node_id, kind, edge_type, gap_kind,
+--                     counted_us, counted_start_us, counted_end_us, full_window_us, offset_us,
+--                     kept_share)
+-- makes: cr_path(run_id, rank, step, method, seq, node_id, counted_start_us, counted_end_us,
+--                counted_us, kind, edge_type, gap_before_us, gap_kind, node_rank, hop, rank_seq,
+--                kept_share)
+-- makes: cr_notes(run, note)
+-- writes: critical_path, path_events, cross_rank_segments
+-- param: gate_min_wait_us DOUBLE
+-- param: resume_tolerance_us DOUBLE
 -- Cross-rank stage 3: the cross-rank critical path of every step, made of stretches of the
 -- per-rank ctda paths. Start on the rank whose step ends last (aligned clocks) and go back
 -- along its ctda path; where that path reaches a collective whose completion waited for a

@@ -1,3 +1,5 @@
+-- reads: events
+-- makes: rows(run_id, rank, event_id, name, cat, ph, ts_us, dur_us, pid, tid, correlation, args)
 -- One rank's events as the cross-rank stages (sql/crossrank/10_instances.sql) read them, for
 -- the lake's per-run cross-rank task: complete ('X') events that are collective calls or
 -- executions (c10d::*, record_param_comms, nccl*, gloo:*), and the runtime calls that launched

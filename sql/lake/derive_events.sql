@@ -1,3 +1,5 @@
+-- registered: event_rows
+-- writes: events
 -- A rank's events for deriving its threads and steps (sql/ingest/threads.sql, steps.sql) in
 -- the lake's write task: the columns those statements read, args only where threads.sql
 -- reads it (thread names). `event_rows` is the task's Arrow table of the rank's events rows

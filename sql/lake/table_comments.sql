@@ -1,3 +1,5 @@
+-- makes: rows(table_name, column_name, comment)
+-- param: tables VARCHAR[]
 -- The descriptions (COMMENT ON) of the warehouse tables that a lake's views replace, so the
 -- views can carry them (warehouse/lake/store.py, attach_views): (table, '' for the table itself or
 -- the column, comment). Parameter: tables.

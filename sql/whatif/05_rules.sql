@@ -1,3 +1,8 @@
+-- makes: wi_rules(seq, name_glob, cat_glob, factor, ranks)
+-- param: rule_names VARCHAR[]
+-- param: rule_categories VARCHAR[]
+-- param: rule_factors DOUBLE[]
+-- param: rule_ranks VARCHAR[]
 -- The scenario's --scale rules: glob on event names, optional glob on the category, optional
 -- ranks ('' for every rank, else a comma-separated list).
 CREATE OR REPLACE TEMP TABLE wi_rules AS

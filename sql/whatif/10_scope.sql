@@ -1,3 +1,10 @@
+-- reads: steps, events, analysis_windows
+-- makes: wi_windows(run_id, rank, step, start_us, end_us, window_us, cpu_end_us, device_ends_step,
+--                   window_index, reported)
+-- param: rank INTEGER
+-- param: run_id INTEGER
+-- param: all_ranks BOOLEAN
+-- param: step BIGINT
 -- The windows a scenario replays (analysis_windows of one run, rank and step, or all).
 -- Steps partition the timeline (sql/ingest/steps.sql): a step's CPU side ends where the next
 -- step starts, and only the last step of a rank (or an annotation window, which runs on to

@@ -1,3 +1,17 @@
+-- reads: events, traces
+-- makes: wi_comm_kernels(run_id, rank, event_id, dur_us, correlation, args, stream, ts_us, end_us)
+-- makes: wi_collectives(run_id, rank, event_id, dur_us, collective, bytes, group_size, stream,
+--                       ts_us, end_us)
+-- makes: wi_comm_fit(run_id, collective, alpha_us, bytes_per_us, r2, samples, sizes)
+-- makes macro: wi_dtype_bytes(dtype)
+-- makes macro: wi_collective(name)
+-- makes macro: wi_bus_factor(collective, n, algorithm)
+-- makes macro: wi_latency_steps(collective, n, algorithm)
+-- makes macro: wi_gloo_transfer(transfer_us, collective, n, world_size, algorithm, bandwidth_scale,
+--                               latency_us)
+-- writes: comm_model
+-- param: network_changed BOOLEAN
+-- param: run_id INTEGER
 -- Collectives of the selected runs with their message size and group size, and the
 -- alpha-beta fit per run and collective (written to comm_model), for scenarios that change
 -- the network.

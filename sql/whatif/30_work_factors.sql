@@ -1,3 +1,18 @@
+-- reads: wi_collectives, wi_comm_fit, events, wi_rules, wi_windows, wi_queue_waits, nodes,
+--        wi_nodes, wi_latency_steps, wi_bus_factor
+-- makes: wi_comm_factors(run_id, rank, event_id, lane, ts_us, end_us, factor)
+-- makes: wi_event_factors(run_id, rank, lane, event_id, ts_us, end_us, factor)
+-- makes: wi_work_shrink(run_id, rank, lane, from_us, to_us, removed_rate, removed_before_us)
+-- makes: wi_inferred_waits(run_id, rank, lane, window_start_us, from_us, to_us, producer_lane,
+--                          producer_event_id, producer_end_us, reference_us, inferred)
+-- makes: wi_shrink(run_id, rank, lane, from_us, to_us, removed_rate, removed_before_us)
+-- param: latency_us DOUBLE
+-- param: world_size INTEGER
+-- param: algorithm VARCHAR
+-- param: bandwidth_scale DOUBLE
+-- param: network_changed BOOLEAN
+-- param: min_wait_us DOUBLE
+-- param: handoff_us DOUBLE
 -- How much each event's execution time changes under the scenario: a factor per event from
 -- the --scale rules (wi_rules, the last matching rule wins) times the network model's factor
 -- for collectives. Then, per lane (CPU thread or GPU stream), the stretches of time that

@@ -1,3 +1,28 @@
+-- reads: wi_windows, traces, collective_instances, events, wi_nodes, wi_shrink, wi_edge_times,
+--        edges, nodes, wi_gloo_transfer, wi_collective
+-- makes: wi_window_origins(window_index, run_id, rank, origin_us, gap_before_us, previous_window)
+-- makes: wi_coupled_instances(run_id, rank, pg, seq, executed_on, enqueue_us, start_us, end_us,
+--                             cpu_event_id, aligned_start_us, returned_early, transfer_us,
+--                             group_instances)
+-- makes: wi_coupled_calls(run_id, rank, pg, seq, executed_on, enqueue_us, start_us, end_us,
+--                         cpu_event_id, aligned_start_us, returned_early, transfer_us,
+--                         group_instances, call_lane, window_index, window_start_us)
+-- makes: wi_coupled_arrivals_raw(run_id, pg, seq, group_instances, window_index, anchor_seq,
+--                                pre_floor, offset_us, transfer_us, dur_us, measured_us,
+--                                returned_early)
+-- makes: wi_coupled_groups(run_id, pg, seq, group_index)
+-- makes: wi_coupled_arrivals(group_index, window_index, anchor_seq, pre_floor, offset_us,
+--                            measured_us, returned_early, wait_share)
+-- makes: wi_coupled_gates(group_index, window_index, gate_seq, after_us, binding)
+-- makes: wi_comm_wait_gates(group_index, window_index, gate_seq, after_us, binding)
+-- makes macro: wi_removed_at(s, t)
+-- param: coupled BOOLEAN
+-- param: network_changed BOOLEAN
+-- param: world_size INTEGER
+-- param: algorithm VARCHAR
+-- param: bandwidth_scale DOUBLE
+-- param: latency_us DOUBLE
+-- param: resume_us DOUBLE
 -- Multi-rank coupling: when a run's replay holds several ranks, a matched collective
 -- (collective_instances) completes on every rank at the latest replayed arrival over its
 -- ranks plus that rank's transfer time (its measured duration less its wait for the last

@@ -1,3 +1,8 @@
+-- reads: wi_coupled_groups, wi_windows, wi_coupled_instances, wi_coupled_calls, wi_nodes,
+--        collective_instances, wi_replay_nodes, wi_coupled_arrivals
+-- registered: wi_cluster_transfers
+-- makes: wi_cluster_kernels(window_index, seq, old_us, new_us)
+-- writes: wi_coupled_gates, wi_replay_edges, wi_coupled_arrivals, wi_replay_nodes
 -- whatif --cluster (warehouse/whatif/cluster.py), after the scenario's stages: a collective's
 -- transfer becomes its simulated time on the cluster (wi_cluster_transfers: run_id, pg, seq,
 -- transfer_us). A coupled collective's transfer runs from its last arrival to its end.
