@@ -130,15 +130,102 @@ def test_all_ranks_in_one_file_keep_ranks_apart(warehouse, tmp_path):
     own_flows = Counter(e["id"] for e in kineto if e["ph"] == "s")
     assert len(own_flows) == 2 and set(own_flows.values()) == {1}  # flow id 7 of each rank stays apart
     names = sorted(e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name")
-    # the input's process names unchanged (no rank prefix), the path processes beside them
+    # both ranks ran pid 1000 on GPU 0: each rank's processes are named by rank, the input's
+    # name kept in brackets (issue 43, first use 3), the path processes beside them
     assert names == ["Critical path (cross_rank)", "Critical path (ctda)", "Critical path (per_thread)",
-                     "python", "python"]
+                     "rank 0 · GPU 0", "rank 0 · pid 1000 (python)", "rank 1 · GPU 0", "rank 1 · pid 1000 (python)"]
     threads = sorted(e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"
                      and str(e["args"]["name"]).startswith("rank"))
     assert {"rank 0 (ctda)", "rank 0 (per_thread)", "rank 1 (ctda)", "rank 1 (per_thread)"} <= set(threads)
     assert any(t.endswith("(cross_rank)") for t in threads)
     starts, ends = path_flows(events)
     assert starts == ends
+
+
+def node_folder(folder: Path, ranks: tuple[int, ...], cpu_pid: int = 1000) -> Path:
+    """figure 1 as ranks of two nodes of one job: every rank runs GPU 0 (Kineto's GPU pid is
+    the local device index, so rank 0 and rank 8 both write pid 0) and CPU pid `cpu_pid`."""
+    folder.mkdir()
+    for rank in ranks:
+        builder = figure1_trace()
+        builder.rank, builder.world_size = rank, 16
+        for event in builder.events:  # figure 1 is built on CPU pid 1000 and GPU 0
+            event["pid"] = cpu_pid if event["pid"] == builder.pid else event["pid"]
+        builder.write(folder / f"rank-{rank}.json")
+    return folder
+
+
+def tracks_of_ranks(overlay: Path, sources: list[Path]) -> dict:
+    """(pid, tid) -> the ranks whose input events the overlay draws on that track; the input
+    events come first, in rank order, as many as each source holds."""
+    events = read_trace(overlay)["traceEvents"]
+    tracks, position = {}, 0
+    for source in sources:
+        rank = read_trace(source)["distributedInfo"]["rank"]
+        for _ in read_trace(source)["traceEvents"]:
+            event = events[position]
+            position += 1
+            if "pid" in event and event["ph"] != "M":
+                tracks.setdefault((event["pid"], event.get("tid")), set()).add(rank)
+    return tracks
+
+
+@pytest.mark.parametrize("ranks, cpu_pid", [
+    ((0, 8), 1000),            # pid + rank * 10^4: rank 8's GPU 0 becomes 80000
+    ((0, 300), 4_000_000),     # pid + rank * 10^7 would pass 2e9: each rank's pids are numbered
+])
+def test_ranks_that_share_a_device_index_get_tracks_of_their_own(tmp_path, ranks, cpu_pid):
+    """Issue 43, first use 3: ranks 0 and 8 of a 2-node job both write GPU 0 as pid 0, and
+    their kernels shared one (pid, stream) track in Perfetto."""
+    folder = node_folder(tmp_path / "job", ranks, cpu_pid)
+    sources = [folder / f"rank-{rank}.json" for rank in ranks]
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest([folder], run="job")
+        wh.analyze(run="job")
+        done = wh.export_overlay(tmp_path / "job.json", run="job")
+    assert done["ranks"] == list(ranks)
+    tracks = tracks_of_ranks(tmp_path / "job.json", sources)
+    assert {track: sorted(owners) for track, owners in tracks.items() if len(owners) > 1} == {}
+    # each rank's GPU stream 7 is a track of its own, and no pid reaches the path processes'
+    gpu_tracks = [track for track in tracks if track[1] == 7]
+    assert len(gpu_tracks) == len(ranks) == len(set(gpu_tracks)), gpu_tracks
+    assert all(isinstance(pid, int) and 0 <= pid < 2_000_000_000 for pid, _ in tracks)
+    # the file says which rank and device each pid is: in ctdaOverlay and in process names
+    trace = read_trace(tmp_path / "job.json")
+    stated = {(p["rank"], p["pid"]): p for p in trace["ctdaOverlay"]["pids"]}
+    assert set(stated) == {(rank, pid) for rank in ranks for pid in (0, cpu_pid)}
+    assert stated[(ranks[1], 0)]["track"] == f"rank {ranks[1]} · GPU 0"
+    assert stated[(ranks[1], cpu_pid)]["track"] == f"rank {ranks[1]} · pid {cpu_pid}"
+    assert trace["ctdaOverlay"]["pid_rule"]
+    names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    for (rank, pid), entry in stated.items():
+        assert names[entry["overlay_pid"]] == entry["track"]
+        assert (entry["overlay_pid"], 7 if pid == 0 else 100) in tracks
+        assert tracks[(entry["overlay_pid"], 7 if pid == 0 else 100)] == {rank}
+    if ranks == (0, 8):
+        assert trace["ctdaOverlay"]["pid_rule"] == "pid + rank * 10000"
+        assert stated[(8, 0)]["overlay_pid"] == 80000 and stated[(0, 0)]["overlay_pid"] == 0
+    # everything else is the input's, and the path's flows land on the moved tracks
+    assert changed_input_events(sources, tmp_path / "job.json") == []
+    starts, ends = path_flows(trace["traceEvents"])
+    assert starts and starts == ends
+    flow_tracks = {(e["pid"], e["tid"]) for e in trace["traceEvents"] if e.get("cat") == "critical_path"
+                   and e["ph"] in "sf"}
+    assert flow_tracks <= set(tracks)
+
+
+def test_one_rank_of_a_multi_rank_run_keeps_its_pids(tmp_path):
+    """A single-rank overlay is the trace as it was: no pid moves, no process is renamed."""
+    folder = node_folder(tmp_path / "job", (0, 8))
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest([folder], run="job")
+        wh.analyze(run="job")
+        wh.export_overlay(tmp_path / "r8.json", run="job", rank=8)
+    trace = read_trace(tmp_path / "r8.json")
+    assert "pids" not in trace["ctdaOverlay"] and "pid_rule" not in trace["ctdaOverlay"]
+    assert changed_input_events([folder / "rank-8.json"], tmp_path / "r8.json") == []
+    assert {e["pid"] for e in trace["traceEvents"] if e.get("cat") != "critical_path"
+            and e["pid"] < 2_000_000_000} == {0, 1000}
 
 
 def is_added(event: dict) -> bool:
@@ -156,16 +243,32 @@ def input_events(path: Path) -> list:
 IDENTITY = ("name", "ph", "ts", "dur", "pid", "tid")
 
 
+def moved_pids(overlay: Path) -> dict:
+    """(rank, pid) -> (overlay pid, track name), as the overlay's metadata states them."""
+    stated = read_trace(overlay)["ctdaOverlay"].get("pids", [])
+    return {(p["rank"], p["pid"]): (p["overlay_pid"], p["track"]) for p in stated}
+
+
 def changed_input_events(sources: list[Path], overlay: Path) -> list[str]:
     """How the overlay's copies of the input events differ from the input files (rank order):
     every key of IDENTITY present exactly when it was, with the same value and JSON type, and
-    args the same but for HTA's `critical` mark."""
-    written = input_events(overlay)
+    args the same but for HTA's `critical` mark. In a multi-rank overlay a pid may move only
+    as the metadata says (ctdaOverlay.pids, the same JSON type), and a process_name event's
+    name only to its track's name with the input's in brackets."""
+    written, moved = input_events(overlay), moved_pids(overlay)
     problems, position = [], 0
     for source in sources:
+        rank = read_trace(source).get("distributedInfo", {}).get("rank", 0)
         for index, original in enumerate(input_events(source)):
             copy = written[position]
             position += 1
+            if "pid" in original and moved:
+                pid = original["pid"]
+                overlay_pid, track = moved[(rank, int(pid) if str(pid).isdigit() else pid)]
+                original = {**original, "pid": str(overlay_pid) if isinstance(pid, str) else overlay_pid}
+                if original.get("name") == "process_name" and isinstance(original.get("args"), dict):
+                    name = original["args"].get("name")
+                    original["args"] = {**original["args"], "name": track + (f" ({name})" if name else "")}
             for key in IDENTITY:
                 if (key in original) != (key in copy) or (
                         key in original and (type(original[key]), original[key]) != (type(copy[key]), copy[key])):
@@ -368,9 +471,9 @@ def test_cross_rank_path_is_drawn_with_flows_that_cross_ranks(straggler, tmp_pat
     slices = [e for e in events if e["pid"] == path_pid and e["ph"] == "X"]
     assert len(slices) == rows[0] and len({s["tid"] for s in slices}) == rows[1] == 2
     # a flow joins consecutive path nodes; where the path changes rank, it joins the ranks' events
-    pid_rank = {}
-    for rank, source in enumerate(sorted(STRAGGLER.glob("rank-*.json.gz"))):
-        pid_rank.update({e["pid"]: rank for e in input_events(source) if "pid" in e})
+    # each rank's processes have pids of their own, which the file states
+    pid_rank = {overlay_pid: rank for (rank, _), (overlay_pid, _) in moved_pids(tmp_path / "x.json").items()}
+    assert set(pid_rank.values()) == {0, 1}
     starts = {e["id"]: e for e in events if e.get("cat") == "critical_path" and e["ph"] == "s"}
     ends = {e["id"]: e for e in events if e.get("cat") == "critical_path" and e["ph"] == "f"}
     assert starts and starts.keys() == ends.keys()

@@ -5,8 +5,12 @@
 --      args are never changed. Events with counted time on the $primary path gain
 --      args.critical = 1 (an event with no args gains {"critical": 1}; a non-object args is
 --      left alone); with $remap (all ranks of a multi-rank run in one file) an integer flow
---      `id` moves by rank * a power of ten above the largest, so ranks' flows stay apart;
---   2. a process per method in $methods, named `Critical path (METHOD)`, with a thread per
+--      `id` moves by rank * a power of ten above the largest, so ranks' flows stay apart, and
+--      each rank's `pid` takes its overlay pid (overlay_pids: sql/export/overlay_pids.sql,
+--      empty without $remap), so no (pid, tid) track holds two ranks' events; a process_name
+--      event's args.name becomes its track's name, 'rank R · GPU d (NAME)';
+--   2. with $remap, a process_name event naming each track the input leaves unnamed; then
+--      a process per method in $methods, named `Critical path (METHOD)`, with a thread per
 --      rank the path ran on and one slice per path node;
 --   3. `s`/`f` flow events of cat `critical_path` joining consecutive nodes of the $primary
 --      path, bound to the events they ran (the last counted event of a node, the first of the
@@ -18,7 +22,8 @@
 -- Rewritten events keep their ts text exact: JSON functions read numbers as doubles, which
 -- would drop the nanosecond digits of an epoch-microsecond ts (and turn 4458676544500.000
 -- into an integer), so the ts text is copied from the file's text.
--- Parameters: run_id, rank (NULL = all), methods (list), primary, remap.
+-- Parameters: run_id, rank (NULL = all), methods (list), primary, remap; the views overlay_input
+-- and overlay_pids.
 WITH clocks AS (
     SELECT tr.rank, tr.ts_offset_us - r.origin_ts AS shift_us,
            -- traceio.py scales whole-nanosecond timestamps (epoch ns) to microseconds
@@ -31,9 +36,17 @@ WITH clocks AS (
 input AS (
     SELECT i.rank, i.event_id, i.json, e.ts_raw, e.dur_us, e.ph,
            json_type(i.json, '$.args') AS args_type,
-           TRY_CAST(json_extract_string(i.json, '$.id') AS BIGINT) AS flow_id
+           TRY_CAST(json_extract_string(i.json, '$.id') AS BIGINT) AS flow_id,
+           -- the overlay pid keeps the JSON type of the pid (a number, or digits as text)
+           CASE WHEN p.rank IS NULL THEN NULL
+                WHEN p.overlay_pid IS NULL THEN to_json(p.overlay_text)
+                WHEN json_type(i.json, '$.pid') = 'VARCHAR' THEN to_json(p.overlay_pid::VARCHAR)
+                ELSE to_json(p.overlay_pid) END AS new_pid,
+           CASE WHEN e.name = 'process_name' AND e.ph = 'M' AND p.rank IS NOT NULL
+                THEN p.track || coalesce(' (' || json_extract_string(e.args, '$.name') || ')', '') END AS track_name
     FROM overlay_input AS i
     JOIN events AS e ON e.run_id = $run_id AND e.rank = i.rank AND e.event_id = i.event_id
+    LEFT JOIN overlay_pids AS p ON p.rank = i.rank AND p.pid = e.pid
 ),
 flow_ids AS (
     SELECT coalesce(max(flow_id), 0) AS largest, max(rank) AS last_rank,
@@ -48,19 +61,25 @@ critical AS (
 marked AS (
     SELECT i.*,
            k.event_id IS NOT NULL AND coalesce(i.args_type, 'OBJECT') = 'OBJECT' AS mark,
-           $remap AND i.flow_id IS NOT NULL AS move_id
+           $remap AND i.flow_id IS NOT NULL AS move_id,
+           coalesce(i.new_pid::VARCHAR <> (i.json -> '$.pid')::VARCHAR, false) AS move_pid,
+           i.track_name IS NOT NULL AND coalesce(i.args_type, 'OBJECT') = 'OBJECT' AS rename
     FROM input AS i
     LEFT JOIN critical AS k USING (rank, event_id)
 ),
 input_events AS (
     SELECT 1 AS part, m.rank, m.event_id AS position,
-           CASE WHEN NOT (m.mark OR m.move_id) THEN m.json
+           CASE WHEN NOT (m.mark OR m.move_id OR m.move_pid OR m.rename) THEN m.json
                 ELSE '{"ts":' || m.ts_text || ','
                      || substr(json_merge_patch(m.json, '{"ts": null}',
-                            CASE WHEN m.mark THEN json_object('args', json_merge_patch(
-                                coalesce(m.json -> '$.args', '{}'), '{"critical": 1}')) ELSE '{}' END,
+                            CASE WHEN m.mark OR m.rename THEN json_object('args', json_merge_patch(
+                                coalesce(m.json -> '$.args', '{}'),
+                                CASE WHEN m.mark THEN '{"critical": 1}' ELSE '{}' END,
+                                CASE WHEN m.rename THEN json_object('name', m.track_name) ELSE '{}' END))
+                                 ELSE '{}' END,
                             CASE WHEN m.move_id THEN json_object(
-                                'id', m.flow_id + m.rank * (SELECT stride FROM flow_ids)) ELSE '{}' END)::VARCHAR, 2)
+                                'id', m.flow_id + m.rank * (SELECT stride FROM flow_ids)) ELSE '{}' END,
+                            CASE WHEN m.move_pid THEN json_object('pid', m.new_pid) ELSE '{}' END)::VARCHAR, 2)
            END AS event
     FROM (
         -- the ts as the file writes it: the first "ts" number of the object when it reads as
@@ -68,9 +87,9 @@ input_events AS (
         SELECT *, CASE WHEN TRY_CAST(found_ts AS DECIMAL(38, 6)) = ts_raw THEN found_ts
                        ELSE rtrim(rtrim(ts_raw::VARCHAR, '0'), '.') END AS ts_text
         FROM (SELECT *, regexp_extract(json, '"ts"\s*:\s*(-?[0-9][0-9.eE+-]*)', 1) AS found_ts
-              FROM marked WHERE mark OR move_id)
+              FROM marked WHERE mark OR move_id OR move_pid OR rename)
         UNION ALL BY NAME
-        SELECT *, NULL AS found_ts, NULL AS ts_text FROM marked WHERE NOT (mark OR move_id)
+        SELECT *, NULL AS found_ts, NULL AS ts_text FROM marked WHERE NOT (mark OR move_id OR move_pid OR rename)
     ) AS m
 ),
 path AS (
@@ -91,6 +110,15 @@ path AS (
 path_process AS (
     -- pids above any Kineto pid, one per method; a thread per rank the path ran on
     SELECT DISTINCT method, method_index, 2000000000 + method_index AS pid, rank FROM path
+),
+track_names AS (
+    -- the tracks the input names no process of (a process_name per pid of each rank)
+    SELECT 2 AS part, rank, -1 AS position,
+           json_object('name', 'process_name', 'ph', 'M', 'ts', 0,
+                       'pid', coalesce(to_json(overlay_pid), to_json(overlay_text)), 'tid', 0,
+                       'args', json_object('name', track))::VARCHAR AS event
+    FROM overlay_pids
+    WHERE process_name IS NULL
 ),
 path_metadata AS (
     SELECT DISTINCT 2 AS part, -1 AS rank, method_index AS position,
@@ -126,7 +154,7 @@ path_slices AS (
 ),
 located AS (
     -- complete input events with their middle, in the file's own time units
-    SELECT i.rank, i.event_id, i.json -> '$.pid' AS pid, i.json -> '$.tid' AS tid,
+    SELECT i.rank, i.event_id, coalesce(i.new_pid, i.json -> '$.pid') AS pid, i.json -> '$.tid' AS tid,
            i.ts_raw AS start_raw, i.ts_raw + coalesce(i.dur_us, 0) / c.scale AS end_raw
     FROM input AS i
     JOIN clocks AS c USING (rank)
@@ -177,6 +205,7 @@ flows AS (
 SELECT event
 FROM (
     SELECT * FROM input_events
+    UNION ALL SELECT * FROM track_names
     UNION ALL SELECT * FROM path_metadata
     UNION ALL SELECT * FROM path_slices
     UNION ALL SELECT * FROM flows

@@ -42,11 +42,13 @@ def write_overlay(con: duckdb.DuckDBPyConnection, path: Path, run: str, rank: in
     check_output_path(con, path)
     run_id, ranks = _run_and_ranks(con, run, rank)
     methods = _analysed_methods(con, run, run_id, ranks, _checked_methods(methods))
-    params = {"run_id": run_id, "rank": rank, "methods": methods, "primary": methods[0],
-              "remap": rank is None and len(ranks) > 1}
-    header = _top_level(con, run, run_id, ranks, methods)
+    remap = rank is None and len(ranks) > 1
+    params = {"run_id": run_id, "rank": rank, "methods": methods, "primary": methods[0], "remap": remap}
+    pids = _overlay_pids(con, run_id, ranks if remap else [])
+    header = _top_level(con, run, run_id, ranks, methods, pids)
     inputs = _input_events(con, run_id, ranks)
     con.register("overlay_input", inputs)
+    con.register("overlay_pids", pids)
     try:
         reader = con.sql(sqlfiles.load("export/overlay_events.sql"), params=params).to_arrow_reader(_BATCH_ROWS)
         try:
@@ -55,8 +57,15 @@ def write_overlay(con: duckdb.DuckDBPyConnection, path: Path, run: str, rank: in
             reader.close()  # the query's result holds the connection until closed
     finally:
         con.unregister("overlay_input")
+        con.unregister("overlay_pids")
     return {"path": str(path), "run": run, "ranks": ranks, "methods": methods,
             "events": inputs.num_rows, "added": written - inputs.num_rows}
+
+
+def _overlay_pids(con, run_id: int, ranks: list[int]) -> pa.Table:
+    """The pid each (rank, pid) of a multi-rank overlay takes (sql/export/overlay_pids.sql);
+    no rows for one rank, whose pids stay as they are."""
+    return con.sql(sqlfiles.load("export/overlay_pids.sql"), params={"run_id": run_id, "ranks": ranks}).to_arrow_table()
 
 
 def _input_events(con, run_id: int, ranks: list[int]) -> pa.Table:
@@ -85,7 +94,7 @@ def _input_events(con, run_id: int, ranks: list[int]) -> pa.Table:
 
 def _events_array(source: Path, sha256: str) -> bytes:
     """The text of the traceEvents array of `source`, once its bytes are the ingested ones."""
-    again = f"the overlay copies its events from the trace files; give it back or ingest it again"
+    again = "the overlay copies its events from the trace files; give it back or ingest it again"
     try:
         data = source.read_bytes()
     except OSError as exc:
@@ -133,8 +142,9 @@ def _analysed_methods(con, run: str, run_id: int, ranks: list[int], methods: lis
     return [m for m in methods if m in found]
 
 
-def _top_level(con, run: str, run_id: int, ranks: list[int], methods: list[str]) -> dict:
-    """The first rank's top-level keys (distributedInfo, deviceProperties ...), and ours."""
+def _top_level(con, run: str, run_id: int, ranks: list[int], methods: list[str], pids: pa.Table) -> dict:
+    """The first rank's top-level keys (distributedInfo, deviceProperties ...), and ours; a
+    multi-rank overlay states the pid each rank's processes take (ctdaOverlay.pids)."""
     info, devices, schema, name, metadata = con.execute(
         "SELECT distributed_info, device_properties, schema_version, trace_name, metadata "
         "FROM traces WHERE run_id = ? AND rank = ?", [run_id, ranks[0]]).fetchall()[0]
@@ -152,7 +162,22 @@ def _top_level(con, run: str, run_id: int, ranks: list[int], methods: list[str])
                         + (" and flow ids, moved by rank * 10^k so ranks' flows stay apart"
                            if len(ranks) > 1 else ""),
     }
+    if pids.num_rows:
+        header["ctdaOverlay"]["input_events"] += (
+            "; each rank's pids move to a pid of its own (pid_rule, pids), so no track holds two "
+            "ranks' events, and process names become 'rank R · GPU d (name)' or 'rank R · pid P (name)'")
+        header["ctdaOverlay"]["pid_rule"] = pids.column("rule")[0].as_py()
+        header["ctdaOverlay"]["pids"] = [
+            {"rank": row["rank"], "pid": _json_pid(row["pid"]),
+             "overlay_pid": row["overlay_pid"] if row["overlay_pid"] is not None else row["overlay_text"],
+             "track": row["track"]}
+            for row in pids.select(["rank", "pid", "overlay_pid", "overlay_text", "track"]).to_pylist()]
     return header
+
+
+def _json_pid(text: str):
+    """A pid as the events table holds it (text), as a number when it is one."""
+    return int(text) if text.lstrip("-").isdigit() else text
 
 
 def _schema_version(text: str | None):
