@@ -1,7 +1,7 @@
 """How analyze's cost grows with the work (issue 32): cost per event of `analyze --method all`
 for one step whose CPU node holds N events, and for 1 .. 64 ranks of one job.
 
-Shapes (each one step on the main thread, written with ctda_sql.tracebuilder):
+Shapes (each one step on the main thread, written with ctda_sql.testing.tracebuilder):
   nested       N/2 top-level ATen ops, each with one child nested inside it: one CPU node
   overlapping  the same, but one child runs 1 us past its parent's end (an event that overlaps
                another without nesting, as a timestamp rounded apart from its duration makes):

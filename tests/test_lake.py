@@ -608,15 +608,15 @@ def test_a_partition_of_many_row_groups_reads_back_exactly(tmp_path):
 def test_a_lone_task_gets_every_core():
     """A run's cross-rank task runs alone once the per-rank tasks are done: its DuckDB gets all
     the cores, not a worker's share, while tasks that run side by side share them."""
-    from ctda_sql.lake.cluster import _threads_per_task
+    from ctda_sql.lake.cluster import threads_per_task
 
     class TwoWorkers:
         def scheduler_info(self):
             return {"workers": {"tcp://a": {}, "tcp://b": {}}}
 
     cores = os.cpu_count() or 1
-    assert _threads_per_task(TwoWorkers(), 1) == cores
-    assert _threads_per_task(TwoWorkers(), 5) == _threads_per_task(TwoWorkers()) == max(1, cores // 2)
+    assert threads_per_task(TwoWorkers(), 1) == cores
+    assert threads_per_task(TwoWorkers(), 5) == threads_per_task(TwoWorkers()) == max(1, cores // 2)
 
 
 # ---- issue 35 --------------------------------------------------------------------------------

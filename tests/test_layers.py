@@ -132,15 +132,6 @@ def _absolute(module: str, path: Path, node: ast.ImportFrom) -> str:
 PRIVATE_IMPORTS_TO_FIX = {
     "ctda_sql.export.html imports ctda_sql.export.figures._mean",
     "ctda_sql.export.overlay uses ctda_sql.ingest.traceio._decompress",
-    "ctda_sql.lake.integrity imports ctda_sql.lake.store._PARTITION",
-    "ctda_sql.lake.run imports ctda_sql.lake.cluster._file_errors",
-    "ctda_sql.lake.run imports ctda_sql.lake.cluster._gather",
-    "ctda_sql.lake.run imports ctda_sql.lake.cluster._Published",
-    "ctda_sql.lake.run imports ctda_sql.lake.cluster._ranks_text",
-    "ctda_sql.lake.run imports ctda_sql.lake.cluster._still_running",
-    "ctda_sql.lake.run imports ctda_sql.lake.cluster._stop_on_interruption",
-    "ctda_sql.lake.run imports ctda_sql.lake.cluster._threads_per_task",
-    "ctda_sql.lake.views imports ctda_sql.lake.store._quoted",
 }
 
 

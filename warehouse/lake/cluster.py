@@ -194,7 +194,7 @@ def _closing(close):
         raise LakeInterrupted("interrupted after the work was saved", saved=True)
 
 
-def _stop_on_interruption(client, exc: BaseException) -> None:
+def stop_on_interruption(client, exc: BaseException) -> None:
     """After Ctrl-C, before the client cleans up and says what the lake kept: a LocalCluster's
     workers end now, so that no task publishes anything after that; a cluster of
     --scheduler's is left to finish the tasks it runs (Python cannot stop them), the rest are
@@ -208,7 +208,7 @@ def _stop_on_interruption(client, exc: BaseException) -> None:
             client.cancel(list(client.futures.values()), force=True)
 
 
-class _Published:
+class Published:
     """Which ranks' partitions of `tables` a command replaced or added: the lake's files
     before, compared with after."""
 
@@ -239,17 +239,17 @@ class _Published:
         return {run: sorted(ranks) for run, ranks in sorted(changed.items())}
 
 
-def _ranks_text(ranks: list[int]) -> str:
+def ranks_text(ranks: list[int]) -> str:
     return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
 
 
-def _still_running(client) -> str:
+def still_running(client) -> str:
     if getattr(client, "cluster", None) is not None:
         return ""
     return "; tasks that were running on the cluster may still publish theirs"
 
 
-def _threads_per_task(client, tasks: int | None = None) -> int:
+def threads_per_task(client, tasks: int | None = None) -> int:
     """DuckDB threads for each of `tasks` tasks (default: as many as there are workers) that
     run at once: the cores shared by the tasks that can run side by side. A run's lone
     cross-rank task gets every core rather than one while the other workers idle."""
@@ -258,7 +258,7 @@ def _threads_per_task(client, tasks: int | None = None) -> int:
     return max(1, (os.cpu_count() or 1) // side_by_side)
 
 
-def _gather(futures, label: str, visible: bool) -> list:
+def gather_results(futures, label: str, visible: bool) -> list:
     """Results in submission order, with a tasks-done bar; the first failure cancels the rest
     and becomes a CtdaError."""
     from distributed import as_completed
@@ -278,7 +278,7 @@ def _gather(futures, label: str, visible: bool) -> list:
 
 
 @contextmanager
-def _file_errors(root: Path):
+def file_errors(root: Path):
     """A lake the process cannot write or read (read-only, a file where a folder should be) as
     one line naming the path."""
     try:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctda_sql.lake.store import (
-    _PARTITION,
+    RANK_PARTITION,
     DATA_FILES,
     PARTITIONED,
     held_run_names,
@@ -128,7 +128,7 @@ def _not_data(lake: Path, listed: set[str]) -> list[str]:
                 skipped.append(str(run_folder.relative_to(lake)))
                 continue
             for rank_folder in sorted(run_folder.iterdir()):
-                if not (rank_folder.is_dir() and _PARTITION.fullmatch(rank_folder.name)):
+                if not (rank_folder.is_dir() and RANK_PARTITION.fullmatch(rank_folder.name)):
                     skipped.append(str(rank_folder.relative_to(lake)))
                     continue
                 skipped += [str(f.relative_to(lake)) for f in sorted(rank_folder.iterdir())

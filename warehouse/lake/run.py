@@ -26,8 +26,8 @@ from ctda_sql.core.errors import CtdaError
 from ctda_sql.ingest.load import IngestResult
 from ctda_sql.core.signals import sigint_deferred
 from ctda_sql.core.transaction import is_interruption
-from ctda_sql.lake.cluster import (UNCHANGED, LakeInterrupted, _file_errors, _gather, _Published, _ranks_text,
-                                  _still_running, _stop_on_interruption, _threads_per_task)
+from ctda_sql.lake.cluster import (UNCHANGED, LakeInterrupted, file_errors, gather_results, Published, ranks_text,
+                                  still_running, stop_on_interruption, threads_per_task)
 
 
 
@@ -59,11 +59,11 @@ def ingest_lake(client, lake_dir: str | Path, paths: list[str | Path], run: str 
     files = collect_files(paths)
     name = lake.check_run_name(run or default_run_name(paths))
     created = not root.exists()
-    with _file_errors(root):
+    with file_errors(root):
         root.mkdir(parents=True, exist_ok=True)
     try:
-        with _file_errors(root), lake.sole_writer(root):
-            published = _Published(root, ("traces",), [name])  # a rank is in when its traces are
+        with file_errors(root), lake.sole_writer(root):
+            published = Published(root, ("traces",), [name])  # a rank is in when its traces are
             runs_file = root / lake.RUNS_FILE
             runs_before = runs_file.read_bytes() if runs_file.is_file() else None
             pending_before = name in lake.pending_ingests(root)
@@ -71,7 +71,7 @@ def ingest_lake(client, lake_dir: str | Path, paths: list[str | Path], run: str 
                 return _ingest_locked(client, root, files, name, meta, replace, show_progress)
             except BaseException as exc:
                 interrupted = is_interruption(exc)
-                _stop_on_interruption(client, exc)  # also where the Ctrl-C came before the tasks
+                stop_on_interruption(client, exc)  # also where the Ctrl-C came before the tasks
                 with sigint_deferred(raise_at_end=False):  # a second Ctrl-C waits for this
                     loaded = published.ranks().get(name, [])
                     if not loaded:  # nothing published: the run's row and mark as they were
@@ -82,8 +82,8 @@ def ingest_lake(client, lake_dir: str | Path, paths: list[str | Path], run: str 
                     raise LakeInterrupted(UNCHANGED) from None
                 were = "were loaded and are" if len(loaded) > 1 else "was loaded and is"
                 raise LakeInterrupted(
-                    f"interrupted; {_ranks_text(loaded)} of run {name!r} {were} kept; run the same command "
-                    f"again to finish (it skips what is loaded){_still_running(client)}") from None
+                    f"interrupted; {ranks_text(loaded)} of run {name!r} {were} kept; run the same command "
+                    f"again to finish (it skips what is loaded){still_running(client)}") from None
     except BaseException:
         # a first ingest that loaded no rank leaves no lake folder behind (as a database file
         # is removed); one that published ranks keeps them, so re-running resumes
@@ -111,13 +111,13 @@ def _ingest_locked(client, root: Path, files: list[Path], name: str, meta: dict 
             moved.append(held)
         to_load.append(path)
 
-    threads = _threads_per_task(client, len(to_load))  # a lone file gets every core
+    threads = threads_per_task(client, len(to_load))  # a lone file gets every core
     visible = show_progress
     parsed = client.map(lake_tasks.parse_file, [str(f) for f in to_load], threads=threads, lake_dir=str(root),
                         pure=False)
     runs_written = False
     try:
-        summaries = _gather(client.map(lake_tasks.trace_summary, parsed, pure=False), "parsing", visible)
+        summaries = gather_results(client.map(lake_tasks.trace_summary, parsed, pure=False), "parsing", visible)
         run_row = _run_row(runs, name, meta or {}, summaries)
         _check_ranks(root, run_row, summaries, replace)
         result.run_id = run_row["run_id"]
@@ -127,14 +127,14 @@ def _ingest_locked(client, root: Path, files: list[Path], name: str, meta: dict 
         lake.mark_ingest_pending(root, name)
         runs_written = True
         lake.write_runs(root, runs)  # the run id is taken before any partition is written
-        written = _gather(client.map(lake_tasks.write_ingest, parsed, lake_dir=str(root), run=run_row,
+        written = gather_results(client.map(lake_tasks.write_ingest, parsed, lake_dir=str(root), run=run_row,
                                      threads=threads, pure=False), "writing", visible)
         for held in moved:
             if (held["run"], held["rank"]) not in {(name, s["rank"]) for s in summaries}:
                 lake.drop_partitions(root, lake.PARTITIONED, held["run"], held["rank"])
         lake.clear_ingest_pending(root, name)
     except BaseException as exc:
-        _stop_on_interruption(client, exc)  # before the cleanup below
+        stop_on_interruption(client, exc)  # before the cleanup below
         raise
     finally:
         del parsed
@@ -212,25 +212,25 @@ def analyze_lake(client, lake_dir: str | Path, run: str | None = None, method: s
     # rank; the cross-rank stages then run one task per run over those paths
     per_rank = per_rank_methods(methods)
     root = lake.lake_path(lake_dir, must_exist=True)
-    with _file_errors(root), lake.sole_writer(root):
+    with file_errors(root), lake.sole_writer(root):
         runs = [r["name"] for r in lake.read_runs(root) if run is None or r["name"] == run]
-        published = _Published(root, lake.ANALYSIS_TABLES + lake.CROSS_RANK_TABLES, runs)
+        published = Published(root, lake.ANALYSIS_TABLES + lake.CROSS_RANK_TABLES, runs)
         try:
             return _analyze_locked(client, root, run, methods, per_rank, cross, window, settings, show_progress)
         except BaseException as exc:
             if not is_interruption(exc):
                 raise
-            _stop_on_interruption(client, exc)
+            stop_on_interruption(client, exc)
             with sigint_deferred(raise_at_end=False):  # a second Ctrl-C waits for this
                 analysed = published.ranks()
             if not analysed:
                 raise LakeInterrupted(UNCHANGED) from None
-            kept = "; ".join(f"run {name!r} {_ranks_text(ranks)}" for name, ranks in analysed.items())
+            kept = "; ".join(f"run {name!r} {ranks_text(ranks)}" for name, ranks in analysed.items())
             others = any(set(lake.ingested_ranks(root, name)) - set(analysed.get(name, [])) for name in runs)
             raise LakeInterrupted(
                 f"interrupted; the lake keeps the new results of {kept}"
                 f"{'; the other ranks keep what they had' if others else ''}; run the same command again to "
-                f"finish{_still_running(client)}") from None
+                f"finish{still_running(client)}") from None
 
 
 def _analyze_locked(client, root: Path, run: str | None, methods: list[str], per_rank: list[str], cross: bool,
@@ -250,31 +250,31 @@ def _analyze_locked(client, root: Path, run: str | None, methods: list[str], per
     if not work:
         raise CtdaError(NO_WINDOWS)
     settings_dict = asdict(settings or AnalysisSettings())
-    threads = _threads_per_task(client, len(work))  # a lone rank gets every core
+    threads = threads_per_task(client, len(work))  # a lone rank gets every core
     notes, futures, rank_counts = [], [], []
     if per_rank:  # with cross_rank, each task also hands its run's task the events it reads
         futures = [client.submit(lake_tasks.analyze_rank, str(root), r, rank, per_rank, window, settings_dict,
                                  threads, cross, pure=False) for r, rank in work]
         # the client fetches only each rank's summary figures; the events stay on the workers
         try:
-            rank_counts = _gather([client.submit(lake_tasks.summary_counts, f, pure=False) for f in futures],
+            rank_counts = gather_results([client.submit(lake_tasks.summary_counts, f, pure=False) for f in futures],
                                   "analyzing ranks", show_progress)
         except CtdaError:  # cancelling the figures' tasks leaves the rank tasks they wait on
             client.cancel(futures)
             raise
         except BaseException as exc:
-            _stop_on_interruption(client, exc)  # before the futures are released
+            stop_on_interruption(client, exc)  # before the futures are released
             raise
     if cross:  # after the per-rank tasks, which write the same partitions
         ranks = {r["name"]: [rank for r2, rank in work if r2["name"] == r["name"]] for r in chosen}
         rank_futures = {r["name"]: [f for (r2, _), f in zip(work, futures) if r2["name"] == r["name"]]
                         for r in chosen}
         runs_with_ranks = [r for r in chosen if ranks[r["name"]]]
-        run_threads = _threads_per_task(client, len(runs_with_ranks))
+        run_threads = threads_per_task(client, len(runs_with_ranks))
         run_futures = [client.submit(lake_tasks.cross_rank_run, str(root), r, ranks[r["name"]], run_threads,
                                      rank_futures[r["name"]], pure=False)
                        for r in runs_with_ranks]
-        for done in _gather(run_futures, "analyzing runs", show_progress):
+        for done in gather_results(run_futures, "analyzing runs", show_progress):
             notes += [f"  {line}" for line in done["lines"]]
     # the summary the database's analyze prints, from the figures of the rank tasks
     return "\n".join([summary_text(added_counts(rank_counts))] + notes)

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ctda_sql.core.errors import CtdaError
+from ctda_sql.core.quoting import quote_identifier
 
 RUNS_FILE = "runs.parquet"
 TMP = "_tmp"
@@ -78,7 +79,7 @@ _ZSTD_LEVELS = {"run_id": 1, "dur_us": 1, "correlation": 1, "cat": 1, "ph": 1, "
 # 20 ms, against plain at level 9: 1.11 MB in 100 ms); args at level 1 do better plain.
 _MANY_ROW_GROUP_ENCODINGS = {"ts_raw": "DELTA_BYTE_ARRAY", "args": "PLAIN"}
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
-_PARTITION = re.compile(r"rank=(-?\d+)")
+RANK_PARTITION = re.compile(r"rank=(-?\d+)")
 
 
 # ---- layout --------------------------------------------------------------------------------
@@ -141,7 +142,7 @@ def ranks_of(lake: Path, table: str, run: str) -> list[int]:
     folder = lake / table / f"run={run}"
     if not folder.is_dir():
         return []
-    found = (_PARTITION.fullmatch(p.name) for p in folder.iterdir() if p.is_dir())
+    found = (RANK_PARTITION.fullmatch(p.name) for p in folder.iterdir() if p.is_dir())
     return sorted(int(m.group(1)) for m in found if m)
 
 
@@ -234,20 +235,16 @@ def stored_columns(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> d
     return dict(rows)
 
 
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def table_rows(con: duckdb.DuckDBPyConnection, table: str, columns: list[str], run_id: int, rank: int,
                method: str | None = None) -> pa.Table:
     """One (run, rank)'s rows of `table`'s stored `columns` without the rank column, sorted by
     SORT_KEYS; only those of `method` when given."""
     columns = [c for c in columns if c != "rank"]
-    order = ", ".join(_quoted(c) for c in SORT_KEYS[table]) or "1"
+    order = ", ".join(quote_identifier(c) for c in SORT_KEYS[table]) or "1"
     where, params = "run_id = ? AND rank = ?", [run_id, rank]
     if method is not None:
         where, params = f"{where} AND method = ?", [*params, method]
-    sql = (f"SELECT {', '.join(_quoted(c) for c in columns)} FROM {_quoted(table)} "
+    sql = (f"SELECT {', '.join(quote_identifier(c) for c in columns)} FROM {quote_identifier(table)} "
            f"WHERE {where} ORDER BY {order}")
     return con.sql(sql, params=params).to_arrow_table()
 

@@ -11,8 +11,9 @@ import pyarrow.parquet as pq
 
 from ctda_sql.core.connection import duckdb_path
 from ctda_sql.core.errors import CtdaError
+from ctda_sql.core.quoting import quote_identifier, quote_literal
 from ctda_sql.lake.integrity import LakeCheck, check_lake, warning_lines
-from ctda_sql.lake.store import PARTITIONED, RUNS_FILE, TMP, _quoted, lake_path, read_runs
+from ctda_sql.lake.store import PARTITIONED, RUNS_FILE, TMP, lake_path, read_runs
 
 
 # ---- reading -------------------------------------------------------------------------------
@@ -34,9 +35,9 @@ def _typed_select(con, table: str, source: str) -> str:
     items = []
     for name, data_type, generated, expression in rows:
         if generated != "NEVER":
-            items.append(f"CAST({expression} AS {data_type}) AS {_quoted(name)}")
+            items.append(f"CAST({expression} AS {data_type}) AS {quote_identifier(name)}")
         else:
-            items.append(f"CAST({_quoted(name)} AS {data_type}) AS {_quoted(name)}")
+            items.append(f"CAST({quote_identifier(name)} AS {data_type}) AS {quote_identifier(name)}")
     return f"SELECT {', '.join(items)} FROM {source}"
 
 
@@ -73,8 +74,8 @@ def attach_views(con: duckdb.DuckDBPyConnection, lake: Path, describe: bool = Tr
     comments = _comment_statements(con, list(sources)) if describe else ""
     for table, source in sources.items():
         select = _typed_select(con, table, source)
-        con.execute(f"DROP TABLE {_quoted(table)}")
-        con.execute(f"CREATE VIEW {_quoted(table)} AS {select}")
+        con.execute(f"DROP TABLE {quote_identifier(table)}")
+        con.execute(f"CREATE VIEW {quote_identifier(table)} AS {select}")
     if comments:
         con.execute(comments)
     return list(sources)
@@ -99,13 +100,10 @@ def _comment_statements(con, tables: list[str]) -> str:
     rows = con.execute(sqlfiles.load("lake/table_comments.sql"), {"tables": tables}).fetchall()
     statements = []
     for table, column, comment in rows:
-        target = f"VIEW {_quoted(table)}" if not column else f"COLUMN {_quoted(table)}.{_quoted(column)}"
-        statements.append(f"COMMENT ON {target} IS {_string_literal(comment)};")
+        target = f"VIEW {quote_identifier(table)}" if not column else f"COLUMN {quote_identifier(table)}.{quote_identifier(column)}"
+        statements.append(f"COMMENT ON {target} IS {quote_literal(comment)};")
     return "\n".join(statements)
 
-
-def _string_literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def open_lake(lake_dir: str | Path, for_sql: str | None = None, safe: bool = False,
