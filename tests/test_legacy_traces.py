@@ -516,3 +516,18 @@ def test_every_report_on_a_run_reads_the_legacy_run_as_the_modern_one(both, repo
         legacy = [row for row in report_rows(both, report, f"legacy_{scenario_name}", **params)
                   if "PyTorch Profiler (0)" not in row]
         assert legacy == report_rows(both, report, f"modern_{scenario_name}", **params), scenario_name
+
+
+@pytest.mark.parametrize("scenario", ["loader", "single"])
+def test_advise_reads_a_legacy_run_as_the_modern_one(both, scenario):
+    """The advice rules and the causal profile class a 1.8 Operator row as an op or an
+    annotation by its name, as the path does: the data-loading annotation is found in the
+    legacy run, and the findings and the profile's regions are those of the modern run."""
+    def advice(side: str) -> tuple[list, list]:
+        document = both.advise(run=f"{side}_{scenario}")
+        findings = [(f["rule"], f["saving_us"], f["path_us"]) for f in document["findings"]]
+        regions = sorted((p["kind"], p["label"], p["path_us"], p["saving_at_zero_us"]) for p in document["profile"])
+        return findings, regions
+    assert advice("legacy") == advice("modern")
+    if scenario == "loader":
+        assert any(rule == "data_loading" for rule, *_ in advice("legacy")[0])

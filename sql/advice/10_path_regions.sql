@@ -46,8 +46,8 @@ WHERE kind = 'cpu' AND gap_before_us > 0
 CREATE OR REPLACE TEMP TABLE _adv_events AS
 SELECT e.run_id, e.rank, e.step, e.event_id, e.name, e.cat, e.self_us, e.inclusive_us,
        CASE WHEN is_gpu_work(e.cat) THEN 'kernel'
-            WHEN e.cat IN ('cpu_op', 'Operator') THEN 'op'
-            WHEN e.cat IN ('cuda_runtime', 'cuda_driver', 'Runtime') THEN 'runtime'
+            WHEN is_cpu_op_event(e.cat, e.name) THEN 'op'
+            WHEN kineto_category(e.cat, e.name) IN ('cuda_runtime', 'cuda_driver') THEN 'runtime'
             WHEN e.cat = 'python_function' THEN 'python'
             ELSE 'other' END AS kind
 FROM path_events AS e
@@ -61,7 +61,7 @@ SELECT s.run_id, s.rank, s.step, a.name,
 FROM _adv_stretches AS s
 JOIN events AS a
     ON a.run_id = s.run_id AND a.rank = s.rank AND a.pid IS NOT DISTINCT FROM s.pid AND a.tid = s.tid
-   AND a.ph = 'X' AND a.cat IN ('user_annotation', 'Trace') AND NOT starts_with(a.name, 'ProfilerStep#')
+   AND a.ph = 'X' AND is_annotation_event(a.cat, a.name) AND NOT starts_with(a.name, 'ProfilerStep#')
    AND a.ts_us < s.to_us AND a.end_us > s.from_us
 JOIN threads AS t
     ON t.run_id = a.run_id AND t.rank = a.rank AND t.pid = a.pid AND t.tid = a.tid

@@ -28,7 +28,7 @@ callers AS (
     FROM syncs AS s
     LEFT JOIN events AS o
         ON o.run_id = s.run_id AND o.rank = s.rank AND o.pid IS NOT DISTINCT FROM s.pid AND o.tid = s.tid
-       AND o.ph = 'X' AND o.cat IN ('cpu_op', 'Operator') AND o.ts_us <= s.sync_start_us AND o.end_us >= s.sync_end_us
+       AND o.ph = 'X' AND is_cpu_op_event(o.cat, o.name) AND o.ts_us <= s.sync_start_us AND o.end_us >= s.sync_end_us
     GROUP BY ALL
 ),
 names AS (
