@@ -48,7 +48,8 @@ def test_a_test_that_needs_a_tool_ci_installs_is_marked_ci_only():
 
 def test_slow_tests_are_marked_by_module_or_name(monkeypatch):
     monkeypatch.setattr(conftest, "SLOW_MODULES", {"test_big.py"})
-    monkeypatch.setattr(conftest, "SLOW_TESTS", {"test_long"})
+    monkeypatch.setattr(conftest, "SLOW_TESTS", {"test_x.py::test_long"})
     assert marks(FakeItem("test_a", [], plain_test, Path("tests/test_big.py"))) == ["slow"]
     assert marks(FakeItem("test_long", [], plain_test)) == ["slow"]
     assert marks(FakeItem("test_short", ["tmp_path"], plain_test)) == []
+    assert marks(FakeItem("test_long", [], plain_test, Path("tests/test_other.py"))) == []
