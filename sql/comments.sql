@@ -198,6 +198,10 @@ COMMENT ON COLUMN whatif_steps.measured_us IS 'measured step time, microseconds 
 COMMENT ON COLUMN whatif_steps.replay_us IS 'the unchanged replay, microseconds (reproduces measured_us)';
 COMMENT ON COLUMN whatif_steps.predicted_us IS 'the replay with the changes, microseconds';
 COMMENT ON COLUMN whatif_steps.speedup IS 'replay_us / predicted_us';
+COMMENT ON COLUMN whatif_steps.replay_start_us IS 'where the step starts in the unchanged replay, microseconds from the replay''s origin (the run''s earliest replayed step start)';
+COMMENT ON COLUMN whatif_steps.replay_end_us IS 'where the step ends in the unchanged replay (replay_start_us + replay_us), microseconds from the replay''s origin';
+COMMENT ON COLUMN whatif_steps.predicted_start_us IS 'where the step starts in the replay with the changes, microseconds from the replay''s origin: earlier than replay_start_us when earlier steps got shorter, and such a step may wait longer for another rank';
+COMMENT ON COLUMN whatif_steps.predicted_end_us IS 'where the step ends in the replay with the changes (predicted_start_us + predicted_us), microseconds from the replay''s origin';
 
 COMMENT ON TABLE whatif_path IS 'the predicted critical path of each what-if scenario, run, rank and step';
 COMMENT ON COLUMN whatif_path.scenario IS 'scenario name (whatif_steps.scenario)';

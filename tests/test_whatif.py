@@ -374,8 +374,9 @@ def test_the_shell_runs_whatif(small, db_path):
     state = open_state(str(db_path))
     try:
         with state.holding(write=True):  # as the shell's runner does around each input
-            steps, hotspots = run_dot_command(state, ".whatif --run small --scale aten::relu=0")
+            steps, totals, hotspots = run_dot_command(state, ".whatif --run small --scale aten::relu=0")
         assert steps.rows[0][5] == 80.0 and hotspots.columns[0] == "kind"
+        assert totals.columns[:3] == ["run", "rank", "steps"] and totals.rows[0][5] == 80.0
     finally:
         state.con.close()
 
@@ -413,7 +414,7 @@ def test_doubling_bandwidth_shortens_a_step_by_at_most_its_communication_on_the_
     comm_on_path = dict(((rank, step), us) for rank, step, us in shared.execute(
         "SELECT p.rank, p.step, sum(p.self_us) FROM path_events p JOIN runs r USING (run_id) "
         "WHERE r.name = ? AND p.method = 'ctda' AND p.name ILIKE 'nccl%' GROUP BY ALL", [run]).fetchall())
-    for _, rank, step, _, replay, faster, _ in whatif(
+    for _, rank, step, _, replay, faster, *_ in whatif(
             shared, run=run, scenario=Scenario(bandwidth_scale=2.0), persist=False).steps:
         assert faster <= replay + 1e-6
         assert replay - faster <= comm_on_path.get((rank, step), 0.0) + 1e-6

@@ -14,6 +14,7 @@ from helpers.jobs import GLOO
 from ctda_sql.whatif import replay as whatif_module
 from ctda_sql.cli.whatif import MAX_SWEEP_VALUES
 from ctda_sql.core.connection import connect
+from ctda_sql.whatif.changes import parse_scale
 from ctda_sql.whatif.replay import Scenario, whatif
 
 
@@ -119,7 +120,7 @@ def test_json_is_one_document(straggler_db, run_cli):
     result = run_cli("whatif", "--run", "straggler", "--format", "json", "--top", "3", db=straggler_db)
     assert result.code == 0, result.err
     document = json.loads(result.out)
-    assert set(document) == {"steps", "path"}
+    assert set(document) == {"steps", "totals", "path"}
     assert len(document["steps"]) == 8 and {"rank", "step", "predicted_us"} <= set(document["steps"][0])
     assert len(document["path"]) == 3 and {"kind", "label", "predicted_us"} <= set(document["path"][0])
     sweep = json.loads(run_cli("whatif", "--run", "straggler", "--sweep", "world-size=1,2", "--format", "json",
@@ -161,7 +162,7 @@ def test_a_run_whose_only_step_has_no_nodes_replays_as_measured(tmp_path, run_cl
     assert run_cli("analyze", "-q").code == 0
     result = run_cli("whatif", "--scale", "*=0.5", "--format", "csv")
     assert result.code == 0, result.err
-    assert result.out.splitlines()[1] == "empty,0,1,1000.0,1000.0,1000.0,1.0"
+    assert result.out.splitlines()[1] == "empty,0,1,1000.0,1000.0,1000.0,1.0,0.0,1000.0,0.0,1000.0"
 
 
 # ---- the real shared traces --------------------------------------------------------------
@@ -190,3 +191,136 @@ def test_a_step_without_nodes_replays_as_measured(shared_traces, tmp_path, run_c
     header, row = result.out.splitlines()[:2]
     measured, replay, predicted = (float(v) for v in row.split(",")[3:6])
     assert header.startswith("run,rank,step,measured_us") and measured == replay == predicted
+
+
+# ---- a step that starts sooner waits longer (issue 43, first use 4) ------------------------
+
+def sooner_job(folder: Path) -> Path:
+    """Two ranks, two steps of 500 us each, every step's all-reduce at 120 us into it (a 50 us
+    transfer), then aten::add_ and the optimizer's work (optimizer_work, 290 us) and 10 us of
+    idle tail; rank 1's step 1 alone runs optimizer_work after the all-reduce: removed, that
+    step ends at 210 us and rank 1's step 2 starts there, but its all-reduce still waits for
+    rank 0, which arrives at 620 us as measured. Derived by hand:
+      rank 1, step 1: 0..500 -> 0..210 (the 290 us removed), speedup 500 / 210;
+      rank 1, step 2: 500..1000 -> 210..1000: arrives at 330 us, waits to 670 as rank 0's
+        step 2 did, then add_ (5 us after, 20 us) and the measured 305 us of tail: 790 us,
+        speedup 500 / 790, ending where it did;
+      rank 0 is unchanged; each rank's steps together: 1000 us before and after."""
+    from helpers.jobs import collective
+    from ctda_sql.testing.tracebuilder import TraceBuilder
+
+    folder.mkdir()
+    for rank in (0, 1):
+        builder = TraceBuilder(rank=rank, world_size=2, pid=1000 + rank)
+        main, worker = builder.thread(100 + rank, "pt_main_thread"), builder.thread(500 + rank, "gloo worker")
+        for step in (1, 2):
+            t0 = (step - 1) * 500.0
+            builder.step(step, main, ts=t0, dur=500)
+            builder.cpu_op(main, "aten::mm", ts=t0 + 10, dur=100)
+            collective(builder, main, worker, t0 + 120, t0 + 122, t0 + 170, [0, 1])
+            builder.cpu_op(main, "aten::add_", ts=t0 + 175, dur=20)
+            if step == 1:
+                builder.cpu_op(main, "optimizer_work", ts=t0 + 200, dur=290)
+        builder.write(folder / f"rank-{rank}.json")
+    return folder
+
+
+SOONER = "rank1:cpu_op:optimizer_work=0"
+# (rank, step): replay_us, predicted_us, speedup, replay_start_us, replay_end_us,
+# predicted_start_us, predicted_end_us; derived in sooner_job's docstring
+SOONER_STEPS = {
+    (0, 1): (500.0, 500.0, 1.0, 0.0, 500.0, 0.0, 500.0),
+    (0, 2): (500.0, 500.0, 1.0, 500.0, 1000.0, 500.0, 1000.0),
+    (1, 1): (500.0, 210.0, round(500 / 210, 4), 0.0, 500.0, 0.0, 210.0),
+    (1, 2): (500.0, 790.0, round(500 / 790, 4), 500.0, 1000.0, 210.0, 1000.0),
+}
+
+
+@pytest.fixture(scope="module")
+def sooner_db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("sooner") / "sooner.duckdb"
+    analysed_db(path, {"sooner": [sooner_job(path.parent / "sooner")]}).close()
+    return path
+
+
+def test_a_step_that_starts_sooner_shows_its_start_and_end(sooner_db):
+    """The Python API: each step's start and end in both replays, from the replay's origin,
+    and per rank the steps together, which a change that only moves the wait leaves alone."""
+    from ctda_sql.whatif.replay import STEP_COLUMNS, TOTAL_COLUMNS
+
+    con = connect(sooner_db)
+    try:
+        result = whatif(con, run="sooner", scenario=Scenario(scales=(parse_scale(SOONER, {"cpu_op"}),)),
+                        name="sooner")
+        stored = con.execute("SELECT rank, step, replay_us, predicted_us, speedup, replay_start_us, replay_end_us, "
+                             "predicted_start_us, predicted_end_us FROM whatif_steps WHERE scenario = 'sooner'"
+                             ).fetchall()
+    finally:
+        con.close()
+    shown = STEP_COLUMNS.index("replay_us")
+    steps = {(row[1], row[2]): row[shown:] for row in result.steps}
+    assert steps.keys() == SOONER_STEPS.keys()
+    for key, expected in SOONER_STEPS.items():
+        assert steps[key] == pytest.approx(expected, abs=1e-3), key
+    assert {(row[0], row[1]) for row in stored} == SOONER_STEPS.keys()
+    for rank, step, *values in stored:  # whatif_steps holds the same
+        assert values == pytest.approx(SOONER_STEPS[(rank, step)], abs=1e-3), (rank, step)
+    assert TOTAL_COLUMNS == ["run", "rank", "steps", "measured_us", "replay_us", "predicted_us", "speedup"]
+    assert result.totals == [("sooner", 0, 2, 1000.0, 1000.0, 1000.0, 1.0),
+                             ("sooner", 1, 2, 1000.0, 1000.0, 1000.0, 1.0)]
+
+
+def test_the_whatif_table_shows_where_each_step_runs_and_each_ranks_total(sooner_db, run_cli):
+    """The CLI at 80 columns: the slower step's start and end beside its speedup, and the
+    rank's total line; csv and json carry every column."""
+    result = run_cli("whatif", "--run", "sooner", "--scale", SOONER, "--max-width", "80", db=sooner_db)
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    header = next(line for line in lines if "speedup" in line)
+    assert [cell.strip() for cell in header.strip("│").split("│")] == [
+        "rank", "step", "replay_us", "predicted_us", "speedup", "start_us", "end_us"]
+    slower = next(line for line in lines if line.startswith("│    1 │    2 │"))
+    assert [cell.strip() for cell in slower.strip("│").split("│")] == [
+        "1", "2", "500.0 µs", "790.0 µs", "0.6329", "210.0 µs", "1.00 ms"]
+    totals = lines[lines.index("per rank, its steps together: what the changes buy the rank") + 4:][:2]
+    assert [[cell.strip() for cell in line.strip("│").split("│")] for line in totals] == [
+        ["sooner", "0", "2", "1.00 ms", "1.00 ms", "1.00 ms", "1"],
+        ["sooner", "1", "2", "1.00 ms", "1.00 ms", "1.00 ms", "1"]]
+    document = json.loads(run_cli("whatif", "--run", "sooner", "--scale", SOONER, "--format", "json",
+                                  db=sooner_db).out)
+    row = next(r for r in document["steps"] if (r["rank"], r["step"]) == (1, 2))
+    assert (row["replay_start_us"], row["replay_end_us"], row["predicted_start_us"], row["predicted_end_us"]) == \
+        pytest.approx((500.0, 1000.0, 210.0, 1000.0), abs=1e-3)
+    assert [(r["rank"], r["steps"], r["speedup"]) for r in document["totals"]] == [(0, 2, 1.0), (1, 2, 1.0)]
+
+
+def test_the_html_names_scenarios_by_their_arguments(sooner_db, run_cli, tmp_path):
+    """The page calls a scenario by the whatif arguments that replay it (with --rank when it
+    reported one rank of several), not by its changes as raw JSON; a --name stays."""
+    halved = "rank1:cpu_op:optimizer_work=0.5"  # a scenario of its own in the module's database
+    assert run_cli("whatif", "--run", "sooner", "--scale", halved, "--rank", "1", "--format", "csv",
+                   db=sooner_db).code == 0
+    assert run_cli("whatif", "--run", "sooner", "--scale", "aten::mm=0.5", "--comm-bandwidth-scale", "2",
+                   "--name", "half mm", "--format", "csv", db=sooner_db).code == 0
+    page = tmp_path / "sooner.html"
+    result = run_cli("export", "html", "--run", "sooner", "-o", str(page), db=sooner_db)
+    assert result.code == 0, result.err
+    text = page.read_text(encoding="utf-8")
+    assert f'"--scale {halved} --rank 1"' in text
+    assert '"half mm"' in text and "--scale aten::mm=0.5 --comm-bandwidth-scale 2" in text
+    assert '\\"scale\\"' not in text and "comm_bandwidth_scale" not in text
+
+
+@pytest.mark.parametrize("changes, arguments", [
+    (Scenario(), "unchanged"),
+    (Scenario(scales=(parse_scale("rank1:cpu_op:aten::_foreach_mul_=0", {"cpu_op"}),)),
+     "--scale rank1:cpu_op:aten::_foreach_mul_=0"),
+    (Scenario(scales=(parse_scale("kernel:*gemm*=0.25", {"kernel"}),), latency_us=12.5, allreduce="tree",
+              world_size=64, drop_syncs=True),
+     "--scale 'kernel:*gemm*=0.25' --comm-latency-us 12.5 --allreduce tree --world-size 64 --drop-syncs"),
+])
+def test_scenario_arguments_replay_the_scenario(changes, arguments):
+    from ctda_sql.export.html import scenario_arguments
+
+    assert scenario_arguments(changes.as_json()) == arguments

@@ -9,8 +9,20 @@ CREATE TABLE IF NOT EXISTS whatif_steps (
     measured_us DOUBLE NOT NULL,    -- analysis_windows.window_us
     replay_us DOUBLE NOT NULL,      -- the unchanged replay (reproduces measured_us)
     predicted_us DOUBLE NOT NULL,   -- the replay with the changes
-    speedup DOUBLE NOT NULL         -- replay_us / predicted_us
+    speedup DOUBLE NOT NULL,        -- replay_us / predicted_us
+    -- where the step starts and ends in each replay, µs from the replay's origin (the run's
+    -- earliest replayed step start): a step that starts sooner may wait longer (NULL: stored
+    -- before these columns)
+    replay_start_us DOUBLE,
+    replay_end_us DOUBLE,
+    predicted_start_us DOUBLE,
+    predicted_end_us DOUBLE
 );
+-- databases made before the start and end columns gain them
+ALTER TABLE whatif_steps ADD COLUMN IF NOT EXISTS replay_start_us DOUBLE;
+ALTER TABLE whatif_steps ADD COLUMN IF NOT EXISTS replay_end_us DOUBLE;
+ALTER TABLE whatif_steps ADD COLUMN IF NOT EXISTS predicted_start_us DOUBLE;
+ALTER TABLE whatif_steps ADD COLUMN IF NOT EXISTS predicted_end_us DOUBLE;
 
 CREATE TABLE IF NOT EXISTS whatif_path (
     scenario VARCHAR NOT NULL,

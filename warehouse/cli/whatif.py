@@ -100,8 +100,28 @@ def cmd_whatif(args) -> int:
     for (columns, rows), title in zip(tables, _titles(args, tables)):
         if title and args.format == "table":
             print(textwrap.fill(title, width) if width else title)
-        print(render(columns, rows, args.format, width))
+        print(render(*_table_view(columns, rows, args.format), args.format, width, keys=_SHOWN_FIRST))
     return 0
+
+
+# the step table at 80 columns: the answer and the times that explain it (a step that starts
+# sooner may wait longer for another rank, and read slower, while the rank gains in total)
+_SHOWN_FIRST = ("rank", "step", "replay_us", "predicted_us", "speedup", "start_us", "end_us")
+
+
+def _table_view(columns: list[str], rows: list[tuple], fmt: str) -> tuple[list[str], list[tuple]]:
+    """The step table as a terminal shows it: where each step runs with the changes (start_us,
+    end_us: predicted_start_us, predicted_end_us), without measured_us (the unchanged replay
+    reproduces it), nor the run when there is one (the title names it). Other formats and
+    tables print every column."""
+    if fmt != "table" or "predicted_start_us" not in columns:
+        return columns, rows
+    runs = {row[0] for row in rows}
+    shown = (["run"] if len(runs) > 1 else []) + ["rank", "step", "replay_us", "predicted_us", "speedup",
+                                                   "predicted_start_us", "predicted_end_us"]
+    at = [columns.index(name) for name in shown]
+    named = {"predicted_start_us": "start_us", "predicted_end_us": "end_us"}
+    return [named.get(name, name) for name in shown], [tuple(row[i] for i in at) for row in rows]
 
 
 def _open(args):
@@ -114,16 +134,20 @@ def _open(args):
 
 
 def _keys(args) -> list[str]:
-    return ["sweep"] if args.sweep else ["steps", "path"] + (["links"] if getattr(args, "cluster", None) else [])
+    return ["sweep"] if args.sweep else ["steps", "totals", "path"] + (["links"] if getattr(args, "cluster", None) else [])
 
 
 def _titles(args, tables) -> list[str | None]:
-    """A line above each table saying what it holds (the second one is no step table)."""
+    """A line above each table saying what it holds."""
     if args.sweep:
         return [f"predicted step time per value of {args.sweep.partition('=')[0]} (means over the steps)"]
     steps = tables[0][1]
     ranks = len({(row[0], row[1]) for row in steps})
-    return [None, f"predicted critical path: the top {args.top} labels by predicted time "
+    runs = sorted({str(row[0]) for row in steps})
+    return [(f"run {runs[0]}: " if len(runs) == 1 else "")
+            + "each step replayed unchanged and with the changes; start_us and end_us: where it runs with "
+              "the changes, from the replay's origin (a step that starts sooner may wait longer)",
+            "per rank, its steps together: what the changes buy the rank", f"predicted critical path: the top {args.top} labels by predicted time "
                   f"({len(steps)} steps of {ranks} rank(s))", "links that limited the collectives, per step"]
 
 
@@ -139,7 +163,7 @@ def parse_shell_words(words: list[str]) -> argparse.Namespace:
 def run(con, args, show_progress: bool = False) -> list[tuple[list[str], list[tuple]]]:
     """The tables to print: steps, then the path's hotspots; or one row per sweep value."""
     from ctda_sql.core.progress import progress_bar
-    from ctda_sql.whatif.replay import HOTSPOT_COLUMNS, STEP_COLUMNS, SWEEP_COLUMNS, whatif, whatif_many
+    from ctda_sql.whatif.replay import HOTSPOT_COLUMNS, STEP_COLUMNS, SWEEP_COLUMNS, TOTAL_COLUMNS, whatif, whatif_many
 
     if args.top < 0:
         raise CtdaError("--top must be 0 or more")
@@ -150,7 +174,7 @@ def run(con, args, show_progress: bool = False) -> list[tuple[list[str], list[tu
     where = {"run": args.run, "rank": args.rank, "step": args.step, "coupled": args.coupled}
     if sweep is None:
         result = whatif(con, **where, scenario=scenario, name=args.name, top=args.top)
-        return [(STEP_COLUMNS, result.steps), (HOTSPOT_COLUMNS, result.hotspots)]
+        return [(STEP_COLUMNS, result.steps), (TOTAL_COLUMNS, result.totals), (HOTSPOT_COLUMNS, result.hotspots)]
     field, values = sweep
     key = args.sweep.partition("=")[0]
     scenarios = [(f"{args.name or 'sweep'} {key}={value}", dataclasses.replace(scenario, **{field: value}))
@@ -204,7 +228,7 @@ def run_cluster(con, args, show_progress: bool = False) -> list[tuple[list[str],
     from ctda_sql.core.progress import progress_bar
     from ctda_sql.whatif.cluster import LINK_COLUMNS, NO_COUPLING, cluster_scenario, whatif_clusters
     from ctda_sql.whatif.cluster_file import load_cluster
-    from ctda_sql.whatif.replay import HOTSPOT_COLUMNS, STEP_COLUMNS, SWEEP_COLUMNS, event_categories
+    from ctda_sql.whatif.replay import HOTSPOT_COLUMNS, STEP_COLUMNS, SWEEP_COLUMNS, TOTAL_COLUMNS, event_categories
 
     if not args.cluster.strip():
         raise CtdaError("--cluster needs a cluster file (FILE.toml; docs/whatif.md describes its keys)")
@@ -219,7 +243,8 @@ def run_cluster(con, args, show_progress: bool = False) -> list[tuple[list[str],
     if not args.sweep:
         scenario = cluster_scenario(con, load_cluster(args.cluster), run=args.run, scales=scales, **options)
         [(result, links)] = whatif_clusters(con, [(args.name or scenario.as_json(), scenario)], **where, top=args.top)
-        return [(STEP_COLUMNS, result.steps), (HOTSPOT_COLUMNS, result.hotspots), (LINK_COLUMNS, links)]
+        return [(STEP_COLUMNS, result.steps), (TOTAL_COLUMNS, result.totals), (HOTSPOT_COLUMNS, result.hotspots),
+                (LINK_COLUMNS, links)]
     key, values = parse_cluster_sweep(args.sweep)
     specs = [(load_cluster(args.cluster), {**options, key.replace("-", "_"): value}) if key in CLUSTER_SWEEP_OPTIONS
              else (load_cluster(args.cluster, {key: value}), options) for value in values]

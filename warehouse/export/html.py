@@ -9,6 +9,8 @@ sql/export/html_*.sql; this module only shapes columns into figures.
 
 from __future__ import annotations
 
+import json
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -58,10 +60,12 @@ def write_html(con, path: Path, run: str, step: int | None = None, rank: int | N
     sections += _hta_sections(con, run, gantt_rank)
     scenarios = _columns(con, "export/html_whatif_steps.sql", {"run_id": run_id})
     if len(scenarios["scenario"]):
+        shown_names = _name_scenarios(scenarios)
         sections.append(("What-if: measured and predicted step time per scenario", _WHATIF_TEXT,
                          whatif_steps_figure(scenarios)))
         changes = _columns(con, "export/html_whatif_path.sql",
                            {"run_id": run_id, "top": WHATIF_CHANGES_PER_SCENARIO})
+        changes["scenario"] = np.array([shown_names[name] for name in changes["scenario"].tolist()], dtype=object)
         if len(changes["scenario"]):
             sections.append(("What-if: the biggest changes on the predicted path", _WHATIF_PATH_TEXT,
                              whatif_path_figure(changes)))
@@ -70,6 +74,69 @@ def write_html(con, path: Path, run: str, step: int | None = None, rank: int | N
         _write_page(temporary, page)
     return {"path": str(path), "run": run, "charts": len(sections), "ranks": ranks,
             "gantt_rank": gantt_rank, "gantt_step": gantt_step, "compare": compare}
+
+
+def _name_scenarios(scenarios: dict) -> dict[str, str]:
+    """Name each what-if scenario by the `ctda-sql whatif` arguments that replay it, rather than
+    its changes as raw JSON: a scenario left unnamed is called by them, a named one (--name)
+    keeps its name; the hover text gives the arguments. Returns {stored name: shown name}."""
+    shown_names, arguments = {}, []
+    for name, changes, ranks, run_ranks in zip(scenarios["scenario"].tolist(), scenarios["changes"].tolist(),
+                                               scenarios["ranks"].tolist(), scenarios["run_ranks"].tolist()):
+        words = scenario_arguments(changes)
+        if len(ranks) == 1 and run_ranks > 1:
+            words += f" --rank {ranks[0]}"
+        # unnamed: the CLI names a scenario by its changes, Warehouse.whatif(cluster=) by "cluster {...}"
+        unnamed = name == changes or name.startswith("cluster {")
+        shown_names[name] = words if unnamed else name
+        arguments.append(words)
+    scenarios["scenario"] = np.array([shown_names[name] for name in scenarios["scenario"].tolist()], dtype=object)
+    scenarios["changes"] = np.array(arguments, dtype=object)
+    return shown_names
+
+
+def scenario_arguments(changes: str) -> str:
+    """The `ctda-sql whatif` arguments of a scenario's changes (whatif_steps.changes), e.g.
+    "--scale rank1:cpu_op:aten::_foreach_mul_=0"; "unchanged" for none. A cluster projection
+    is named by its keys, which come from its --cluster file."""
+    try:
+        given = json.loads(changes)
+    except (TypeError, ValueError):
+        return str(changes)
+    if not isinstance(given, dict):
+        return str(changes)
+    words = []
+    for rule in given.get("scale") or []:
+        ranks = f"rank{','.join(map(str, rule['ranks']))}:" if rule.get("ranks") else ""
+        category = f"{rule['category']}:" if rule.get("category") else ""
+        words += ["--scale", f"{ranks}{category}{rule.get('pattern')}={_number(rule.get('factor'))}"]
+    for key, option, unchanged in (("comm_bandwidth_scale", "--comm-bandwidth-scale", 1.0),
+                                   ("comm_latency_us", "--comm-latency-us", None),
+                                   ("allreduce", "--allreduce", None), ("world_size", "--world-size", None)):
+        if given.get(key, unchanged) != unchanged:
+            words += [option, _number(given[key])]
+    if given.get("drop_syncs"):
+        words.append("--drop-syncs")
+    text = shlex.join(words)
+    if isinstance(given.get("cluster"), dict):
+        keys = ", ".join(f"{key}={_number(value)}" for key, value in _flat(given["cluster"]))
+        text = f"{text} --cluster ({keys})".strip()
+    return text or "unchanged"
+
+
+def _number(value) -> str:
+    """A number as an argument: whole numbers without '.0', others with every digit."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
+
+
+def _flat(section: dict, prefix: str = ""):
+    for key, value in section.items():
+        if isinstance(value, dict):
+            yield from _flat(value, f"{prefix}{key}.")
+        elif value is not None:
+            yield f"{prefix}{key}", value
 
 
 def _write_page(path: Path, page: str) -> None:

@@ -36,7 +36,13 @@ RESUME_US = 1000.0
 # window whose launches waited this share of its length kept the GPU's pace
 QUEUE_WAIT_US = 100.0
 QUEUE_SHARE = 0.1
-STEP_COLUMNS = ["run", "rank", "step", "measured_us", "replay_us", "predicted_us", "speedup"]
+# the start and end of each step in the unchanged replay and in the scenario's, from the
+# replay's origin (the earliest start of the run's replayed steps): a step that starts sooner
+# because earlier work was removed may wait longer, and read slower, in the same job time
+STEP_COLUMNS = ["run", "rank", "step", "measured_us", "replay_us", "predicted_us", "speedup",
+                "replay_start_us", "replay_end_us", "predicted_start_us", "predicted_end_us"]
+# per rank, the reported steps together: what a change buys the rank however the steps shift
+TOTAL_COLUMNS = ["run", "rank", "steps", "measured_us", "replay_us", "predicted_us", "speedup"]
 HOTSPOT_COLUMNS = ["kind", "label", "nodes", "measured_us", "predicted_us"]
 # one row per value of a sweep
 SWEEP_COLUMNS = ["value", "steps", "measured_us", "replay_us", "predicted_us", "speedup"]
@@ -46,7 +52,25 @@ SWEEP_COLUMNS = ["value", "steps", "measured_us", "replay_us", "predicted_us", "
 class WhatIfResult:
     steps: list[tuple] = field(default_factory=list)      # STEP_COLUMNS
     hotspots: list[tuple] = field(default_factory=list)   # HOTSPOT_COLUMNS
+
+    @property
+    def totals(self) -> list[tuple]:
+        """TOTAL_COLUMNS: per rank, the sums of its steps' times (rank order)."""
+        return step_totals(self.steps)
     path: list[tuple] = field(default_factory=list)       # each window's replayed path (_path_rows)
+
+
+def step_totals(steps: list[tuple]) -> list[tuple]:
+    """Per (run, rank) of STEP_COLUMNS rows: the steps, the sums of their times, the speedup."""
+    sums: dict[tuple, list] = {}
+    for run, rank, _step, measured, replay, predicted, *_ in steps:
+        entry = sums.setdefault((run, rank), [0, 0.0, 0.0, 0.0])
+        entry[0] += 1
+        entry[1] += measured
+        entry[2] += replay
+        entry[3] += predicted
+    return [(run, rank, n, round(m, 3), round(r, 3), round(p, 3), round(r / p, 4) if p > 0 else float("inf"))
+            for (run, rank), (n, m, r, p) in sorted(sums.items(), key=lambda item: (str(item[0][0]), item[0][1]))]
 
 
 def event_categories(con) -> set[str]:
@@ -142,7 +166,7 @@ def _ranges(numbers: set[int]) -> str:
 
 @dataclass
 class _Replay:
-    windows: dict           # window_index -> (run_id, rank, step, measured_us, predicted_us)
+    windows: dict           # window_index -> (run_id, rank, step, measured_us, predicted_us, start_us)
     nodes: dict             # column -> array, ordered by (window, seq)
     start: np.ndarray
     end: np.ndarray
@@ -197,7 +221,7 @@ def _replay(con, params: dict, scenario: Scenario) -> _Replay:
     source = graph.best_source(start)
     if coupling is not None:  # where a collective held a node, the path follows the last arrival
         source = np.where(source < 0, coupling.held_by(start), source)
-    return _finish(graph, windows, nodes, start, source)
+    return _with_starts(_finish(graph, windows, nodes, start, source), chain, graph.window_lengths(start), windows)
 
 
 
@@ -214,6 +238,23 @@ def _finish(graph: Graph, windows, nodes, start, best_source) -> _Replay:
     row_rank = np.asarray(windows["rank"], dtype=np.int64)[graph.window_of_row]
     row_step = np.asarray(windows["step"], dtype=np.int64)[graph.window_of_row]
     return _Replay(results, nodes, start, _shown_end(nodes, graph.first, start, end), paths, row_rank, row_step)
+
+
+def _with_starts(replayed: _Replay, chain: WindowChain, lengths: np.ndarray, windows) -> _Replay:
+    """The replay with each reported window's start (_window_starts) after its length."""
+    starts = _window_starts(chain, lengths, np.asarray(windows["run_id"]))
+    position = {int(index): i for i, index in enumerate(windows["window_index"])}
+    replayed.windows = {window: (*row, float(starts[position[window]])) for window, row in replayed.windows.items()}
+    return replayed
+
+
+def _window_starts(chain: WindowChain, lengths: np.ndarray, run_ids: np.ndarray) -> np.ndarray:
+    """Where each window starts in the replay (its rank's earlier windows as replayed, plus the
+    measured gaps), from its run's earliest measured window start: the same origin in every
+    replay of the windows, since a rank's first window keeps its measured start."""
+    origin = chain.origins(lengths)
+    earliest = {run: chain.origin0[run_ids == run].min() for run in np.unique(run_ids)}
+    return origin - np.array([earliest[run] for run in run_ids.tolist()], dtype=float)
 
 
 def _shown_end(nodes, first, start, end) -> np.ndarray:
@@ -244,10 +285,12 @@ def _backtrack(last: int, best_source: np.ndarray) -> list[int]:
 
 def _step_rows(con, baseline: _Replay, predicted: _Replay) -> list[tuple]:
     rows = []
-    for window, (run_id, rank, step, measured, replay) in baseline.windows.items():
-        after = predicted.windows[window][4]
+    for window, (run_id, rank, step, measured, replay, replay_start) in baseline.windows.items():
+        after, after_start = predicted.windows[window][4:6]
         rows.append((run_id, rank, step, round(measured, 3), round(replay, 3), round(after, 3),
-                     round(replay / after, 4) if after > 0 else float("inf")))
+                     round(replay / after, 4) if after > 0 else float("inf"),
+                     round(replay_start, 3), round(replay_start + replay, 3),
+                     round(after_start, 3), round(after_start + after, 3)))
     return rows
 
 
@@ -278,7 +321,8 @@ def _hotspots(path: list[tuple], top: int) -> list[tuple]:
 def _persist(con, scenario: str, changes: str, steps: list[tuple], path: list[tuple]) -> None:
     """Store one scenario's rows (inside the caller's transaction)."""
     step_table = pa.table({name: [r[i] for r in steps] for i, name in enumerate(
-        ["run_id", "rank", "step", "measured_us", "replay_us", "predicted_us", "speedup"])})
+        ["run_id", "rank", "step", "measured_us", "replay_us", "predicted_us", "speedup",
+         "replay_start_us", "replay_end_us", "predicted_start_us", "predicted_end_us"])})
     path_schema = pa.schema([("run_id", pa.int32()), ("rank", pa.int32()), ("step", pa.int64()),
                              ("seq", pa.int64()), ("node_id", pa.int64()), ("kind", pa.string()),
                              ("label", pa.string()), ("measured_us", pa.float64()), ("predicted_us", pa.float64()),
