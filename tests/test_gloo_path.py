@@ -232,6 +232,10 @@ def even(tmp_path_factory):
     ({"comm_latency_us": 10.0}, 900 + 20),
     # a tree of 2 ranks moves the same bytes in the same 2 steps
     ({"allreduce": "tree"}, 900),
+    # the collective's execution itself at half its time (--scale 'gloo:all_reduce=0.5'): the
+    # transfer takes 250, as at twice the bandwidth; with it, the effects multiply
+    ({"scale": {"gloo:all_reduce": 0.5}}, 900 - 250),
+    ({"scale": {"gloo:all_reduce": 0.5}, "comm_bandwidth_scale": 2.0}, 900 - 375),
 ])
 def test_a_network_change_moves_the_gloo_transfer_and_the_step(even, change, step_us):
     rows = even.whatif(run="even", name=str(change), **change).project("rank, predicted_us").fetchall()

@@ -1,5 +1,5 @@
 -- reads: wi_windows, traces, collective_instances, events, wi_nodes, wi_shrink, wi_edge_times,
---        edges, nodes, wi_gloo_transfer, wi_collective
+--        edges, nodes, wi_gloo_transfer, wi_collective, wi_event_factors
 -- makes: wi_window_origins(window_index, run_id, rank, origin_us, gap_before_us, previous_window)
 -- makes: wi_coupled_instances(run_id, rank, pg, seq, executed_on, enqueue_us, start_us, end_us,
 --                             cpu_event_id, aligned_start_us, returned_early, transfer_us,
@@ -55,12 +55,14 @@ WITH runs AS (
 )
 SELECT run_id, rank, pg, seq, executed_on, enqueue_us, start_us, end_us, cpu_event_id, aligned_start_us,
        returned_early,
-       -- a gloo worker's transfer follows the scenario's network (20_collectives.sql); a NCCL
-       -- kernel's follows its kernel (30_work_factors.sql, wait_share below)
+       -- a gloo worker's transfer follows the scenario's network (20_collectives.sql) and a
+       -- --scale of its execution (30_work_factors.sql); a NCCL kernel's follows its kernel
+       -- (30_work_factors.sql, wait_share below)
        CASE WHEN $network_changed AND executed_on = 'gloo_worker'
             THEN wi_gloo_transfer(measured_transfer_us, wi_collective(name), group_size, $world_size, $algorithm,
                                   $bandwidth_scale, $latency_us)
-            ELSE measured_transfer_us END AS transfer_us,
+            ELSE measured_transfer_us END
+       * CASE WHEN executed_on = 'gloo_worker' THEN coalesce(execution_factor, 1.0) ELSE 1.0 END AS transfer_us,
        group_instances
 FROM (
     SELECT i.run_id, i.rank, i.pg, i.seq, i.executed_on, i.enqueue_us, i.start_us, i.end_us, i.cpu_event_id,
@@ -73,9 +75,11 @@ FROM (
                 ELSE greatest(0.0, i.end_us - coalesce(t.clock_offset_us, 0.0) - max(i.aligned_start_us) OVER g)
            END AS measured_transfer_us,
            count(*) OVER g AS group_instances,
-           i.name, len(i.group_ranks) AS group_size
+           i.name, len(i.group_ranks) AS group_size, f.factor AS execution_factor
     FROM collective_instances AS i
     JOIN traces AS t USING (run_id, rank)
+    LEFT JOIN (SELECT run_id, rank, event_id, min(factor) AS factor FROM wi_event_factors GROUP BY ALL) AS f
+        ON f.run_id = i.run_id AND f.rank = i.rank AND f.event_id = i.exec_event_id
     WHERE i.matched AND i.run_id IN (SELECT run_id FROM runs)
     WINDOW g AS (PARTITION BY i.run_id, i.pg, i.seq)
 );
