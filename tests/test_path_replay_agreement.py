@@ -126,6 +126,20 @@ def test_profile_top_on_the_command_line(tmp_path, run_cli):
     assert len(profile) == 2 and all("per_step" in p for p in profile)
     bad = run_cli("advise", "--profile-top", "-1")
     assert bad.code != 0 and bad.err.startswith("error:") and "--profile-top" in bad.err
+    # the table names the slack under the profile: kernel_a saves 3 of its 10 ms, kernel_b holds the rest
+    table = run_cli("advise", "--format", "table")
+    assert table.code == 0 and "kernel_b" in table.out.split("causal profile")[1], table.out
+
+
+def test_profile_top_in_the_shell(tmp_path):
+    from ctda_sql.cli.advice import shell_advise
+
+    trace = _two_streams_trace(tmp_path / "t.json.gz", "kernel_b", 7_000, 8)
+    con = connect(tmp_path / "w.duckdb")
+    ingest(con, [str(trace)], run_name="t")
+    analyze(con)
+    (_, findings), (_, profile) = shell_advise(con, ["--profile-top", "1"])
+    assert len(profile) == 1
 
 
 # ---- every shared real trace ($CTDA_TRACES) ----------------------------------------------------

@@ -90,6 +90,8 @@ def format_advice(document: dict, fmt: str = "table", width: int | None = None) 
             lines.append(_fill(f"{i}. {f['title']}: {f['evidence']}", width))
     lines += [_fill("causal profile: the predicted saving per step if each region took half its time, "
                     "or none", width), render(PROFILE_COLUMNS, profile, fmt, width)]
+    if fmt == "table":  # why a region's saving at zero differs from its path time (per_step in json)
+        lines += [_fill(f"{p['kind']} {p['label']}: {p['note']}", width) for p in document["profile"] if p.get("note")]
     return "\n".join(lines)
 
 
@@ -147,10 +149,11 @@ def shell_advise(con, words: list[str]) -> list[tuple[list[str], list[tuple]]]:
     from ctda_sql.advice.advise import advise
 
     parser = _ShellParser(prog=".advise", add_help=False)
-    for flag, kind in (("--run", str), ("--rank", int), ("--step", int), ("--top", int)):
+    for flag, kind in (("--run", str), ("--rank", int), ("--step", int), ("--top", int), ("--profile-top", int)):
         parser.add_argument(flag, type=kind)
     args = parser.parse_args(words)
-    document = advise(con, run=args.run, rank=args.rank, step=args.step, top=10 if args.top is None else args.top)
+    document = advise(con, run=args.run, rank=args.rank, step=args.step, top=10 if args.top is None else args.top,
+                      profile_top=10 if args.profile_top is None else args.profile_top)
     return advice_tables(document)
 
 

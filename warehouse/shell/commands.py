@@ -301,7 +301,7 @@ def whatif(state, words):
     return [Result(columns, rows) for columns, rows in tables]
 
 
-@dot_command(".advise", "[--run NAME] [--rank N] [--step S] [--top K]",
+@dot_command(".advise", "[--run NAME] [--rank N] [--step S] [--top K] [--profile-top N]",
              "what to fix first, and what the replay predicts it buys (as `ctda-sql advise`)",
              complete=ADVICE, writes=True)
 def advise(state, words):

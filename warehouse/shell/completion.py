@@ -117,7 +117,7 @@ class WarehouseCompleter(Completer):
     def _advice_words(self, command: commands.DotCommand, before: list[str]) -> list[str]:
         if before and before[-1] in ("--run", "--run-a", "--run-b"):
             return self.catalog.run_names
-        return ["--run", "--rank", "--step", "--top"] if command.name == ".advise" else ["--run-a", "--run-b", "--rank"]
+        return ["--run", "--rank", "--step", "--top", "--profile-top"] if command.name == ".advise" else ["--run-a", "--run-b", "--rank"]
 
     def _path(self, current: str, event: CompleteEvent) -> Iterable[Completion]:
         yield from self._paths.get_completions(Document(current, len(current)), event)
