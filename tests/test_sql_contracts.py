@@ -76,7 +76,7 @@ def stage_macros() -> set[str]:
 
 
 def test_the_stage_files_are_found():
-    assert {"analysis/40_edges.sql", "whatif/05_rules.sql", "advice/rules/straggler.sql",
+    assert {"analysis/40_edges.sql", "whatif/17_rules.sql", "advice/rules/straggler.sql",
             "ingest/steps.sql"} <= set(stage_files())
 
 
@@ -274,8 +274,8 @@ def _caller_tuples() -> list[tuple[str, tuple[str, ...]]]:
 
 def test_the_what_ifs_scope_reads_nothing_a_scenario_stage_makes():
     """The scope stages run once per what-if, before the scenario stages run once per
-    scenario: they must not read what a scenario makes (05_rules runs with the scenario
-    although its number is lower: it reads only the scenario's --scale rules)."""
+    scenario: they must not read what a scenario makes (17_rules runs with the scenario,
+    after the scope's 10 and 15: it reads only the scenario's --scale rules)."""
     from ctda_sql.whatif import replay
 
     per_scenario = {t for name in replay.PREPARE for t in stages.contract(f"whatif/{name}").made}
@@ -365,5 +365,5 @@ def test_ctrl_c_inside_a_stage_passes_through_as_it_came():
 def test_the_order_follows_what_each_stage_makes_not_the_order_it_was_given():
     assert stages.ordered("analysis", ("70_persist.sql", "10_cpu_events.sql", "40_edges.sql")) == \
         ("10_cpu_events.sql", "40_edges.sql", "70_persist.sql")
-    # 05_rules reads nothing of the scenario's other stages, 30_work_factors reads its wi_rules
-    assert stages.ordered("whatif", ("30_work_factors.sql", "05_rules.sql")) == ("05_rules.sql", "30_work_factors.sql")
+    # 17_rules reads nothing of the scenario's other stages, 30_work_factors reads its wi_rules
+    assert stages.ordered("whatif", ("30_work_factors.sql", "17_rules.sql")) == ("17_rules.sql", "30_work_factors.sql")

@@ -23,7 +23,7 @@ from ctda_sql.whatif.graph import Coupling, Graph, StreamCarry, WindowChain, col
 # once per what-if (the windows and their graph), then once per replayed scenario; each
 # group runs in the order its contracts ask (core.stages.ordered)
 SCOPE = ("10_scope.sql", "15_graph.sql")
-PREPARE = ("05_rules.sql", "20_collectives.sql", "30_work_factors.sql", "40_graph.sql", "45_coupling.sql")
+PREPARE = ("17_rules.sql", "20_collectives.sql", "30_work_factors.sql", "40_graph.sql", "45_coupling.sql")
 # a CPU thread of the graph idle this long waited for another thread when that thread's work
 # ended at most HANDOFF_US before it resumed (hand-offs take 0.1-3 ms, up to 4.7 ms measured
 # under contention: a woken thread may wait a GIL switch interval, 5 ms; docs/whatif.md)
