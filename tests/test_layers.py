@@ -128,15 +128,8 @@ def _absolute(module: str, path: Path, node: ast.ImportFrom) -> str:
     return ".".join(package[:len(package) - (node.level - 1)] + ([node.module] if node.module else []))
 
 
-# to fix: in files other engineers own this session (issue 44 item 3)
-PRIVATE_IMPORTS_TO_FIX = {
-    "ctda_sql.export.html imports ctda_sql.export.figures._mean",
-    "ctda_sql.export.overlay uses ctda_sql.ingest.traceio._decompress",
-}
-
-
 def test_no_module_imports_another_modules_private_names():
-    assert set(private_imports()) - PRIVATE_IMPORTS_TO_FIX == set()
+    assert set(private_imports()) == set()
 
 
 def test_no_layer_imports_the_testing_helpers():

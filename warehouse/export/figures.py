@@ -57,7 +57,7 @@ def cpcr_figure(cpcr: dict):
     """Stacked bars per step and rank: counted time and the remainder split, per method."""
     import plotly.graph_objects as go
 
-    fig = _subplots(tuple(f"{m}: mean CPCR {_mean(cpcr, m):.2f}" for m in METHODS), shared_yaxes=True)
+    fig = _subplots(tuple(f"{m}: mean CPCR {mean_cpcr(cpcr, m):.2f}" for m in METHODS), shared_yaxes=True)
     for column, (method) in enumerate(METHODS, start=1):
         rows = cpcr["method"] == method
         labels = [f"rank {r} · step {s}" for r, s in zip(cpcr["rank"][rows], cpcr["step"][rows])]
@@ -74,7 +74,7 @@ def cpcr_figure(cpcr: dict):
     return fig
 
 
-def _mean(cpcr: dict, method: str) -> float:
+def mean_cpcr(cpcr: dict, method: str) -> float:
     values = cpcr["cpcr"][cpcr["method"] == method]
     return float(np.mean(values)) if len(values) else float("nan")
 

@@ -19,7 +19,7 @@ from ctda_sql.core import sqlfiles
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.export.advice_html import advice_sections, late_rank_table
 from ctda_sql.export.outputfile import atomic_output, check_output_path
-from ctda_sql.export.figures import (METHODS, _mean, composition_figure, cpcr_figure, cross_rank_path_figure,
+from ctda_sql.export.figures import (METHODS, composition_figure, mean_cpcr, cpcr_figure, cross_rank_path_figure,
                                      diff_figure, gantt_figure, hotspots_figure, idle_figure, kernel_figure,
                                      overlap_figure, queue_figure, shown, skew_figure, step_time_figure,
                                      temporal_figure, waits_figure, whatif_path_figure, whatif_steps_figure)
@@ -330,7 +330,7 @@ def _page(run: str, ranks: list[int], steps: dict, cpcr: dict, sections) -> str:
         parts.append(f'<section><h2>{shown(title)}</h2><p class="note">{shown(note)}</p>'
                      f"{div}{''.join(after)}</section>")
     summary = "".join(
-        f"<tr><th>{m}</th><td>{_mean(cpcr, m):.3f}</td>"
+        f"<tr><th>{m}</th><td>{mean_cpcr(cpcr, m):.3f}</td>"
         f"<td>{float(np.mean(cpcr['path_us'][cpcr['method'] == m])) / 1000:.2f} ms</td></tr>"
         for m in METHODS if np.any(cpcr["method"] == m))
     return f"""<!DOCTYPE html>

@@ -102,7 +102,7 @@ def _events_array(source: Path, sha256: str) -> bytes:
                         f"({exc.strerror or exc}); {again}") from None
     if hashlib.sha256(data).hexdigest() != sha256:
         raise CtdaError(f"{source}: the trace file changed since it was ingested; {again}")
-    text = traceio._decompress(source, data)
+    text = traceio.decompress(source, data)
     return bytes(msgspec.json.decode(text, type=dict[str, msgspec.Raw])["traceEvents"])
 
 

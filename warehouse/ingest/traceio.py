@@ -122,10 +122,10 @@ def read_trace(path: Path, duckdb_threads: int | None = None, on_stage=None) -> 
     stage = on_stage or (lambda name, size: None)
     compressed = _read_bytes(path)
     stage("decompressing", len(compressed))
-    text = _decompress(path, compressed)
+    text = decompress(path, compressed)
     stage("reading the JSON", len(text))
     top = _decode_top(path, text)
-    # a view into `text`, not a copy: copying a 480k-event array cost ~45 ms a file
+    # a view into `text`, not a copy: copying a large events array costs tens of ms a file
     events_json = memoryview(top.pop("traceEvents"))
     if re.fullmatch(rb"\s*\[\s*\]\s*", events_json):
         raise BadTraceError(path, "traceEvents is empty: the trace holds no events")
@@ -170,7 +170,7 @@ def _read_bytes(path: Path) -> bytes:
     return data
 
 
-def _decompress(path: Path, data: bytes) -> bytes:
+def decompress(path: Path, data: bytes) -> bytes:
     if data[:2] != b"\x1f\x8b":
         return data
     try:
@@ -440,7 +440,7 @@ def _describe(path, compressed, meta, events, time_info, odd_field_counts) -> Pa
     )
 
 
-# ranks are stored as INTEGER: a larger one overflowed in the insert (issue 35 item 20)
+# ranks are stored as INTEGER: a larger one would overflow in the insert
 _MAX_RANK = 2**31 - 1
 
 
@@ -470,6 +470,6 @@ def _time_resolution(con) -> tuple[str, Decimal, Decimal | None]:
     if low > _NANOSECOND_TS_FLOOR:
         # whole nanoseconds written as integers: scale to microseconds
         return "ns", Decimal("0.001"), low  # min_ts stays raw: the run origin scales it
-    # the first fractional ts settles it (bool_or over every DECIMAL(38,6) cost 0.08 s a 480k file)
+    # the first fractional ts settles it (a bool_or would read every DECIMAL(38,6) of the file)
     fractional = con.execute("SELECT 1 FROM events WHERE ts_raw <> trunc(ts_raw) LIMIT 1").fetchall()
     return ("ns" if fractional else "us"), Decimal(1), low
