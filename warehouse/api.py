@@ -154,8 +154,8 @@ class Warehouse:
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
-        """The DuckDB connection (opened on first use); after close() a CtdaError: it used to
-        open the database again without a word, holding its lock."""
+        """The DuckDB connection (opened on first use); after close() a CtdaError, rather than
+        opening the database again without a word and holding its lock."""
         self._check_open()
         if self._con is None:
             self._con = self._store.connect(read_only=self.read_only, for_sql=self._udfs_for, safe=self.safe,
@@ -446,7 +446,7 @@ class _LakeStore:
 
 
 def _folders(reports_dirs) -> list[Path]:
-    """reports_dirs: a folder, or a list of them (one str used to be read letter by letter)."""
+    """reports_dirs: a folder, or a list of them (a single str is one folder, not its letters)."""
     if reports_dirs is None:
         return []
     return [Path(folder) for folder in _paths("reports_dirs", reports_dirs, "folder", allow_empty=True)]

@@ -54,8 +54,7 @@ first_sync AS (
 ),
 window_annotations AS (
     -- each annotation under every window it touches, so that the containment join below pairs
-    -- a top-level event only with its own window's annotations: a range join over all of a
-    -- rank's annotations took half of this statement at paper scale
+    -- a top-level event only with its own window's annotations, not with all of its rank's
     SELECT a.run_id, a.rank, w.step, a.name, a.ts_us, a.end_us
     FROM cp_annotations AS a
     JOIN cp_windows AS w

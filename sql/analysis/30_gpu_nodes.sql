@@ -166,7 +166,7 @@ WHERE g.cpu_node IS NOT NULL;
 -- rank's first window, wherever in it it starts. A stream's carry-in is one node per run of
 -- its ops, split as a window's own GPU nodes are where an op waited on another stream, and
 -- around each NCCL kernel, a node of its own: merged, the rank a collective waited for and
--- the work that waited on it hid in one long node (issue 42: 9 receives of pipeline_nccl).
+-- the work that waited on it would hide in one long node.
 CREATE OR REPLACE TEMP TABLE cp_carry_ops AS
 WITH first_windows AS (
     SELECT run_id, rank, min(start_us) AS first_start_us FROM cp_windows GROUP BY ALL

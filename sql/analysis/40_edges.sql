@@ -77,9 +77,8 @@ stream_waits AS (
     GROUP BY ALL
 ),
 -- The GPU nodes that end while a sync waits (after it starts, by its return plus the
--- tolerance) are its candidates. A join on the step with that range compared every sync with
--- every GPU node of the step (quadratic in a loop of .item() calls: 5.7 of 13.7 s at 32k
--- syncs, issue 32). Instead one ordered pass over each step's GPU node ends and the syncs'
+-- tolerance) are its candidates. A join on the step with that range would compare every sync
+-- with every GPU node of the step (quadratic in a loop of .item() calls). Instead one ordered pass over each step's GPU node ends and the syncs'
 -- bounds gives every node its position in end order and every bound the count of nodes
 -- ending by it (ties: the node first); a sync's candidates are the positions between its
 -- two bounds. A thread's syncs do not overlap, so each node is a candidate of about one

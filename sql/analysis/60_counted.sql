@@ -28,8 +28,8 @@ FROM (SELECT DISTINCT run_id, rank, step, node_id, counted_start_us, counted_end
 
 -- The events each node holds; counted_only: only the nodes of a counted window. A macro,
 -- not a table: the nodes of counted windows hold a fifth of all node events at paper scale,
--- and every node's event count (stage 7) reads only the keys; making the whole table with
--- names cost 1.6 s of a 16 x 480k analyze.
+-- and every node's event count (stage 7) reads only the keys, so a whole table with names
+-- would be mostly unread.
 CREATE OR REPLACE TEMP MACRO cp_node_events(counted_only) AS TABLE
 WITH expanded AS (
     SELECT * FROM cp_nodes
@@ -37,8 +37,8 @@ WITH expanded AS (
        OR (run_id, rank, step, node_id) IN (SELECT run_id, rank, step, node_id FROM cp_counted_windows)
 ),
 -- A CPU node holds the python frames of its thread that start at or after its start and end
--- by its end. A join on the thread with that range compared every node with every frame of
--- the thread (issue 32: quadratic in a with_stack trace's thread). Instead one ordered pass
+-- by its end. A join on the thread with that range would compare every node with every frame
+-- of the thread (quadratic in a with_stack trace's thread). Instead one ordered pass
 -- over each thread's frames and node bounds gives every frame its position on the thread (in
 -- start order) and every bound the count of frames before it: frames starting before the
 -- node's start (ties: the bound first) and at or before its end (ties: the bound last). The
@@ -139,8 +139,8 @@ FROM marks
 WINDOW w AS (PARTITION BY counted_window_id ORDER BY t, delta, nesting_order, event_id);
 
 -- The owner of the segment after a point at depth d is the last event opened at depth d so
--- far: a running last_value over the points of each depth, in sweep order (half the time of
--- the ASOF join that found it before, same rows). That holds while events nest. A timestamp
+-- far: a running last_value over the points of each depth, in sweep order (cheaper than an
+-- ASOF join, same rows). That holds while events nest. A timestamp
 -- rounded apart from its duration lets an event run past the end of one that began before
 -- it, and the two close out of order: the depth's last opener may then have ended already
 -- (or, in a later segment, no longer be the innermost event running). A window where the
@@ -151,8 +151,8 @@ WINDOW w AS (PARTITION BY counted_window_id ORDER BY t, delta, nesting_order, ev
 -- "Began last among those running" is, in sweep positions (ord), the largest open position
 -- o <= p whose close position c > p, for the segment after point p: the members open there
 -- are exactly those with o <= p < c (points at one instant are adjacent, and a segment
--- follows the last of them). A range join finds it in time quadratic in the window's members
--- (issue 32: 59 s for one 128k-event node); a stabbing query over dyadic blocks finds it in
+-- follows the last of them). A range join finds it in time quadratic in the window's members;
+-- a stabbing query over dyadic blocks finds it in
 -- n log n. Each member's positions [o, c - 1] split into at most two blocks per level
 -- (block b of level k holds positions b * 2^k .. (b + 1) * 2^k - 1): the blocks inside the
 -- range whose parent block is not. Every position of the range lies in exactly one of them,
@@ -227,7 +227,7 @@ blocks AS (
 ),
 ancestors AS MATERIALIZED (
     -- the block of each level that holds the point; materialized, so that the join below
-    -- matches on all three keys (joined on the window alone, it grew with the square again)
+    -- matches on all three keys (joined on the window alone, it grows with the square again)
     SELECT counted_window_id, ord, level, ord >> level AS block
     FROM (
         SELECT s.counted_window_id, s.ord, unnest(range(0, w.levels)) AS level

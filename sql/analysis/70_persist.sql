@@ -10,8 +10,8 @@
 -- Stage 7: replace earlier results of the analysed runs and methods, then store the new ones.
 
 -- An analysis replaces the previous one of its (run, method) whole: annotation windows are
--- numbered 1..N like steps, so deleting only the new windows' (run, rank, step) kept the rows
--- of windows the new mode does not have (issue 35 item 2). A window that changed (another
+-- numbered 1..N like steps, so deleting only the new windows' (run, rank, step) would keep
+-- the rows of windows the new mode does not have. A window that changed (another
 -- name or extent) also takes the rows of the methods not re-analysed that were built on it.
 CREATE OR REPLACE TEMP TABLE cp_analysed_runs AS
 SELECT run_id FROM runs WHERE $run_id IS NULL OR run_id = $run_id;

@@ -52,8 +52,8 @@ FROM comm_events;
 
 -- Calls with what their nested events say: collective name, size, dtype, group.
 -- A call's members are the collective events of its thread that start at or after its start
--- and end by its end. A join on the thread with that range compared every call with every
--- collective event of the thread (issue 32: quadratic in a thread's collectives). Instead, as
+-- and end by its end. A join on the thread with that range would compare every call with
+-- every collective event of the thread (quadratic in a thread's collectives). Instead, as
 -- for the nodes' python frames (cp_node_events, sql/analysis/60_counted.sql), one ordered
 -- pass over each thread's events and call bounds gives every event its position on the
 -- thread (in start order) and every bound the count of events before it: events starting
@@ -130,7 +130,7 @@ GROUP BY run_id, rank, event_id, call_name, call_peer, pid, tid, ts_us, end_us;
 -- of the launch's thread that hold its start. Found by positions as the calls' members are:
 -- the launches of each thread in start order, and each call's bounds counting the launches
 -- before them; a call's launches are the positions between (a join on the thread with the
--- range compared every kernel with every call of its thread).
+-- range would compare every kernel with every call of its thread).
 CREATE OR REPLACE TEMP TABLE cr_kernels AS
 WITH kernels AS MATERIALIZED (
     SELECT g.run_id, g.rank, g.event_id, g.name, g.ts_us, g.end_us, g.args,

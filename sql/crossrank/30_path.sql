@@ -56,8 +56,8 @@ WHERE p.method = 'ctda';
 --
 -- Both range lookups go by positions from one ordered pass, as the nodes' python frames do
 -- (cp_node_events, sql/analysis/60_counted.sql); a join on the rank or the step with the range
--- compared every collective with every window of its rank, and every gate with every path row
--- of its step (issue 32). A rank's waiting collectives in end order get positions, and each
+-- would compare every collective with every window of its rank, and every gate with every path
+-- row of its step. A rank's waiting collectives in end order get positions, and each
 -- window's bounds count the ends at or before them: the window's collectives are the
 -- positions between. Then a step's gates in end order, and the gap before each path row (from
 -- the row before's end to its start) counts the ends before it and at or before its start:
@@ -207,8 +207,8 @@ ASOF LEFT JOIN cr_gate_ends AS g
     ON g.run_id = s.run_id AND g.step = s.step AND g.rank = s.rank AND s.upper_us >= g.end_us;
 
 -- A step's path takes each of its gates at most once, going back in time: it needs no more
--- rounds than the largest step has gates (a fixed cap of 10,000 cut longer paths short, a
--- step of 16,000 gates in issue 32's growth shapes), and stops there should gates ever loop.
+-- rounds than the largest step has gates (a fixed cap would cut longer paths short), and
+-- stops there should gates ever loop.
 CREATE OR REPLACE TEMP TABLE cr_hop_limit AS
 SELECT coalesce(max(gates), 0) + 1 AS hops
 FROM (SELECT count(*) AS gates FROM cr_gates GROUP BY run_id, step);
@@ -243,9 +243,9 @@ LEFT JOIN cr_gates AS g ON g.gate_id = h.gate_id;
 -- row keeps the share of its counted time that its counted window keeps.
 --
 -- The rows a hop's stretch overlaps are those that start inside it and those that start
--- before it and run into it. A join on the step with the overlap compared every hop with
--- every path row of its rank's step (issue 32: the path of a step whose ranks take turns to
--- be late hops at every collective). Instead both go by positions from one ordered pass per
+-- before it and run into it. A join on the step with the overlap would compare every hop with
+-- every path row of its rank's step (quadratic where ranks take turns to be late and the path
+-- hops at every collective). Instead both go by positions from one ordered pass per
 -- rank's step: the rows in start order, each stretch's bounds counting the starts before its
 -- lower bound and at or before its upper bound (the rows starting inside are the positions
 -- between); and the stretches in lower-bound order, each row's start and end counting the

@@ -39,8 +39,7 @@ CREATE OR REPLACE TEMP TABLE wi_edge_times AS
 -- The last GPU node per stream that ended by the sync's return, as the latest to start among
 -- them: a running arg_max over each stream's nodes in end order (peers at one end share the
 -- value), looked up by an ASOF join at the sync's return. A join with every GPU node of the
--- window that ended before it grew with the square of a loop of .item() calls (issue 32:
--- 1.9 CPU s at 8k syncs).
+-- window that ended before it would grow with the square of a loop of .item() calls.
 WITH gpu_running AS (
     SELECT DISTINCT window_index, stream, end_us,
            arg_max(node_id, start_us) OVER w AS src, arg_max(end_us, start_us) OVER w AS allowed_us
@@ -131,8 +130,8 @@ slow AS MATERIALIZED (
                         AND is_gpu_work(k.cat) AND k.ts_us - l.end_us < $queue_wait_us)
 ),
 -- A slow launch and a window of its rank overlap when the window starts in the launch, or the
--- launch starts in the window after its start. A join on the rank with that range compared
--- every slow launch with every window of its rank (issue 32: quadratic in a rank's steps).
+-- launch starts in the window after its start. A join on the rank with that range would
+-- compare every slow launch with every window of its rank (quadratic in a rank's steps).
 -- Instead two ordered passes per rank: the windows in start order, each launch's bounds
 -- counting the windows that start before them (ties: the bounds first), and the launches in
 -- start order, each window's start counting the launches starting at or before it and its

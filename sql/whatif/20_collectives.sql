@@ -93,8 +93,8 @@ launches AS MATERIALIZED (
     WHERE k.args ->> 'Collective name' IS NULL
 ),
 -- A launch's annotations are the nccl:/gloo: annotations of its thread that hold it. A join
--- on the thread with that range compared every launch with every annotation of its thread
--- (issue 32: quadratic in a thread's collectives). Instead, as cr_kernels does
+-- on the thread with that range would compare every launch with every annotation of its
+-- thread (quadratic in a thread's collectives). Instead, as cr_kernels does
 -- (sql/crossrank/10_instances.sql), one ordered pass per thread gives each launch its position
 -- in start order and each annotation's bounds the count of launches before them: starting
 -- before its start (ties: the bound first) and at or before its end (ties: the bound last).

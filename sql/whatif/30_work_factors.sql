@@ -110,8 +110,8 @@ lanes AS (
       AND (w.run_id, w.rank) IN (SELECT run_id, rank FROM changed_lanes)
 ),
 -- A window's ops on a thread are the thread's cpu_ops that start in it. A join on the thread
--- with that range compared every window with every op of the thread (issue 32: quadratic in
--- a thread's steps). Instead one ordered pass per thread gives each op its position in start
+-- with that range would compare every window with every op of the thread (quadratic in a
+-- thread's steps). Instead one ordered pass per thread gives each op its position in start
 -- order and each window's bounds the count of ops starting before them (ties: the bounds
 -- first); the positions between are the window's ops.
 lane_rows AS MATERIALIZED (
@@ -155,11 +155,11 @@ gaps AS (
     SELECT * FROM lane_ops WHERE ts_us - idle_from_us >= $min_wait_us
 ),
 -- The producer is the event of another changed thread of the rank that ended last by the
--- wait's end. A join of the gaps with the rank's events compared every gap with every event
--- of the changed threads (issue 32). Instead each gap looks up every other changed thread of
+-- wait's end. A join of the gaps with the rank's events would compare every gap with every
+-- event of the changed threads. Instead each gap looks up every other changed thread of
 -- its rank in one ordered pass over the thread's event ends (ties: the gap after the events,
 -- and of events ending together the highest id): the last to end by the gap's end, checked
--- against the gap; the latest of them wins. (An ASOF join here ran as a nested loop: the
+-- against the gap; the latest of them wins. (An ASOF join here runs as a nested loop: the
 -- planner's estimate of the gaps is under its loop threshold.)
 producers AS MATERIALIZED (
     SELECT run_id, rank, pid, tid, end_us, max(event_id) AS event_id
@@ -274,8 +274,8 @@ waits AS (
 ),
 -- A wait overlaps a changed stretch of its lane when the stretches starting before its end
 -- reach past its start: the latest end so far in one ordered pass over the lane's stretch
--- starts and wait ends (ties: the wait first). A NOT EXISTS compared every wait with every
--- stretch of its lane (issue 32).
+-- starts and wait ends (ties: the wait first), where a NOT EXISTS would compare every wait
+-- with every stretch of its lane.
 wait_rows AS (
     SELECT *, row_number() OVER () AS wait_row FROM waits WHERE removed_us > 0
 ),

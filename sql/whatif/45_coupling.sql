@@ -86,7 +86,7 @@ FROM (
 
 -- gloo and synchronous collectives with the window that holds their call and the call's
 -- thread (its lane). The window goes by positions from one ordered pass (a join on the rank
--- with the range compared every call with every window of its rank: issue 32): a rank's
+-- with the range would compare every call with every window of its rank): a rank's
 -- calls in enqueue order get positions, and each window's bounds count the calls before them
 -- (ties: a call at the window's start is in it, one at its end is not); the window's calls are
 -- the positions between. Windows partition a rank's time, so each call is a candidate of one.
@@ -146,9 +146,9 @@ WITH kernels AS (
     WHERE c.executed_on = 'nccl_kernel'
 ),
 -- The node of the call's lane that started last at or before the call, by an ASOF join (a join
--- with every node of the lane that started before it grew with the square of the lane's
--- calls: issue 32); of nodes that start at one instant, the last in the window's order (the
--- join took any).
+-- with every node of the lane that started before it would grow with the square of the lane's
+-- calls); of nodes that start at one instant, the last in the window's order (the ASOF join
+-- alone would take any).
 lane_starts AS (
     SELECT window_index, lane, start_us, max(seq) AS seq FROM wi_nodes GROUP BY ALL
 ),
@@ -232,8 +232,8 @@ gapped AS (
         ON s.run_id = n.run_id AND s.rank = n.rank AND s.lane = n.lane AND s.from_us <= n.previous_end_us
 ),
 -- The nodes whose gap holds a collective's end, by positions from one ordered pass (a join on
--- the rank with the range compared every collective with every CPU node of its rank: issue
--- 32): the rank's collectives in end order, and each node's gap bounds counting the ends
+-- the rank with the range would compare every collective with every CPU node of its rank):
+-- the rank's collectives in end order, and each node's gap bounds counting the ends
 -- before its start and at or before its end; the gap's collectives are the positions
 -- between. A lane's gaps do not overlap, so each end is a candidate of one gap per lane.
 ended AS MATERIALIZED (

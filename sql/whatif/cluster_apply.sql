@@ -41,8 +41,9 @@ lane_nodes AS (
     FROM wi_nodes WHERE kind = 'cpu'
 ),
 -- the first node of the lane to start after the call and its end, by ASOF joins (a join with
--- every node of the lane after it grew with the square of the lane's calls: issue 32); of
--- nodes that start at one instant, the first in the window's order (the join took any)
+-- every node of the lane after it would grow with the square of the lane's calls); of
+-- nodes that start at one instant, the first in the window's order (the ASOF join alone would
+-- take any)
 lane_starts AS (
     SELECT window_index, lane, start_us, min(seq) AS seq, arg_min(idle_from_us, seq) AS idle_from_us
     FROM lane_nodes GROUP BY ALL

@@ -19,9 +19,8 @@ DEFAULT_DB = "ctda.duckdb"
 # New database files use this storage format, so DuckDB 1.4 and 1.5 (the CLI and pandas users
 # may still have) open them as well as DuckDB 2.0; DuckDB keeps a file's format as it grows.
 STORAGE_VERSION = "v1.4.0"
-# DuckDB's default (80% of RAM) lets analyze of a 16 x 500k-event job peak at 4.2 GB RSS;
-# at 1.5 GB it spills the rest, peaks at 1.7 GB and runs no slower than at 2 GB or more
-# (bench/RESULTS.md): issue 16 asks for at most 2 GB.
+# DuckDB's default (80% of RAM) lets a large analyze peak far above the 2 GB the project
+# allows; at 1.5 GB it spills the rest and runs no slower (docs/decisions/0009).
 DEFAULT_MEMORY_LIMIT = "1.5GB"
 _MEMORY_SIZE = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
 
@@ -166,12 +165,12 @@ def lock_out_files(con: duckdb.DuckDBPyConnection, allowed: Path | None = None,
 def _create_schema(con: duckdb.DuckDBPyConnection, path: Path, describe: bool = True) -> None:
     """Tables, views and column comments, unless the database already has this version of
     them: a writable open that changes nothing must leave the file's bytes alone (CREATE OR
-    REPLACE VIEW rewrote them on every open, even for a command that then failed)."""
+    REPLACE VIEW would rewrite them on every open, even for a command that then fails)."""
     fingerprint = _schema_fingerprint()
     if _stored_fingerprint(con) == fingerprint:
         return
-    # one transaction: ~200 COMMENT statements committed one by one took 0.4-0.6 s of a new
-    # database's first ingest; together they take ~0.1 s
+    # one transaction: ~200 COMMENT statements committed one by one would cost a new
+    # database's first ingest several times what they cost together
     con.execute("BEGIN TRANSACTION")
     sqlfiles.execute(con, "schema.sql")
     _refuse_old_layout(con, path)

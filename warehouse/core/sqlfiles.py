@@ -41,8 +41,8 @@ _CODE_LINE = re.compile(r"^\s*[^-\s]", re.MULTILINE)
 def parameterized_statements(sql_text: str) -> tuple[tuple[str, frozenset[str]], ...]:
     """(statement, named parameters it uses) for each statement of a .sql file of ours.
 
-    Split by text, not by DuckDB's parser: extract_statements parsed the whole file only for
-    con.execute to parse each statement again, ~0.1 s of every `ctda-sql analyze` process.
+    Split by text, not by DuckDB's parser: extract_statements would parse the whole file only
+    for con.execute to parse each statement again, in every `ctda-sql analyze` process.
     Our stage files end each statement with `;` at the end of a code line and name
     parameters as $name; tests/test_sql_files.py checks the split equals DuckDB's for every
     file that runs through here."""

@@ -25,7 +25,7 @@ _SCHEDULER = re.compile(r"(tcp|tls|inproc|ws|wss)://[^\s/]+")
 # ---- the cluster -------------------------------------------------------------------------------
 
 # seconds to reach a scheduler and finish its handshake: once TCP connects, distributed's own
-# connect timeout no longer applies, and a port that accepts and stays silent hung forever
+# connect timeout no longer applies, and a port that accepts and stays silent would hang forever
 SCHEDULER_TIMEOUT_S = 20.0
 
 
@@ -113,8 +113,8 @@ def _restore(loggers: list[logging.Logger], levels: list[int]) -> None:
 
 def _forkserver_deaf_to_ctrl_c() -> None:
     """Start the forkserver the workers fork from with Ctrl-C ignored, which they inherit: a
-    terminal's Ctrl-C goes to the whole process group, and workers that took it printed their
-    tracebacks; this process alone handles it and closes them."""
+    terminal's Ctrl-C goes to the whole process group, and workers that took it would print
+    their tracebacks; this process alone handles it and closes them."""
     import signal
     import threading
     from multiprocessing import forkserver
@@ -161,7 +161,7 @@ def _client(workers: int | None, scheduler: str | None):
     # hold threads), and they exit ~0.2 s sooner at close than spawned ones
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     # a Ctrl-C while the workers start waits for them (~1 s), then closes them: one broken off
-    # left workers half started, and distributed's exit hook failed on them with a traceback
+    # would leave workers half started, and distributed's exit hook fails on them with a traceback
     with dask.config.set({"distributed.worker.multiprocessing-method": method}), \
             sigint_deferred(raise_at_end=False) as ctrl_c:
         if method == "forkserver":

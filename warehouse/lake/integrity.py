@@ -11,7 +11,7 @@ changes anything (warehouse/lake/run.py).
 - Data is only the files the layout names (store.DATA_FILES): a stray `.parquet` beside
   them, such as a copy of another rank's file, is named and skipped, never read as data.
 - A data file that is no Parquet file (garbled, truncated) is named before any read of it
-  fails, and skipped: one bad events file no longer stops every read of the lake.
+  fails, and skipped: one bad events file does not stop every read of the lake.
 """
 
 from __future__ import annotations

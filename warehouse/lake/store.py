@@ -46,7 +46,7 @@ CROSS_RANK_TABLES = ("collective_instances", "cross_rank_segments")
 PARTITIONED = INGEST_TABLES + ANALYSIS_TABLES + CROSS_RANK_TABLES
 # critical_path and path_events hold the per-rank methods' rows in part-0.parquet and the
 # cross-rank path's in cross_rank.parquet beside it: the run's cross-rank task writes only its
-# own rows (rewriting every rank's whole partitions was half of that task), and a rank's
+# own rows (rewriting every rank's whole partitions would be much of that task), and a rank's
 # analyze task carries the file over when it replaces the partition.
 PART_FILE = "part-0.parquet"
 CROSS_RANK_FILE = "cross_rank.parquet"
@@ -67,16 +67,15 @@ SORT_KEYS = {
 }
 ROW_GROUP_ROWS = 65_536
 ZSTD_LEVEL = 9
-# zstd levels other than ZSTD_LEVEL, measured on a 480k-event rank (docs/scale-out.md): level 1
-# where level 9 saved under 5% of the column's bytes for twice the time or more (dur_us: 4% for
-# 37 ms); level 3 for the time columns, and level 1 for args written plain (3.7% more bytes
-# than level 6 with delta strings, for a third of the time): the costliest columns to squeeze.
-# A rank's events partition is then 5% larger for half the encoding time (0.45 -> 0.24 s).
+# zstd levels other than ZSTD_LEVEL (docs/scale-out.md, docs/decisions/0010): level 1 where
+# level 9 saves under 5% of the column's bytes for twice the time or more; level 3 for the
+# time columns, and level 1 for args written plain: the costliest columns to squeeze. A rank's
+# events partition is a few percent larger for about half the encoding time.
 _ZSTD_LEVELS = {"run_id": 1, "dur_us": 1, "correlation": 1, "cat": 1, "ph": 1, "pid": 1, "tid": 1,
                 "stream": 1, "args": 1, "ts_us": 3, "ts_raw": 3}
 # Encodings that differ in partitions of more than one row group, for the levels above: ts_raw,
-# sorted by time, shares its leading bytes with the row before (delta at level 3: 1.23 MB in
-# 20 ms, against plain at level 9: 1.11 MB in 100 ms); args at level 1 do better plain.
+# sorted by time, shares its leading bytes with the row before (delta at level 3 is a tenth
+# larger than plain at level 9, in a fifth of the time); args at level 1 do better plain.
 _MANY_ROW_GROUP_ENCODINGS = {"ts_raw": "DELTA_BYTE_ARRAY", "args": "PLAIN"}
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 RANK_PARTITION = re.compile(r"rank=(-?\d+)")
@@ -127,7 +126,7 @@ def held_run_names(lake: Path) -> list[str]:
 
 def lost_runs_message(lake: Path) -> str:
     """runs.parquet gone from a lake that holds runs: a new run would take an id already used
-    and be read together with an old one (issue 35 item 4), so the lake is refused."""
+    and be read together with an old one, so the lake is refused."""
     names = held_run_names(lake)
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     return (f"lake {lake}: {RUNS_FILE} is missing but the lake holds partitions of run(s) {shown}; "

@@ -41,8 +41,8 @@ def file_sha256(path: str) -> str:
 class SpilledTrace:
     """A parsed trace whose events wait for the write task in an Arrow file under the lake's
     staging folder: the write phase needs the whole batch parsed first (the run's time origin
-    is its earliest timestamp), and holding every parsed table in worker memory took a worker
-    to 2.7 GB for 64 ranks of 200k events. The task's result holds only the file's path, so
+    is its earliest timestamp), and holding every parsed table in worker memory would grow a
+    worker by every rank's events. The task's result holds only the file's path, so
     Dask keeps or moves a few hundred bytes, and the write task, on whichever worker, maps the
     file from the lake's shared folder for its insert and then removes the folder."""
 
@@ -124,8 +124,8 @@ def write_ingest(spilled: SpilledTrace | TaskFailure, lake_dir: str, run: dict, 
 def _event_rows(con, parsed, run: dict):
     """The trace's events rows (sql/ingest/event_rows.sql, as ingest inserts them), sorted as
     their partition is, without `rank`; the warehouse's `events` gets the columns that
-    deriving threads and steps reads (sql/lake/derive_events.sql). Inserting every row to read
-    them back sorted took 0.6 s of a 480k-event rank; this, 0.45 s."""
+    deriving threads and steps reads (sql/lake/derive_events.sql). Sorted in Arrow, not by
+    inserting every row and reading them back sorted, which costs more."""
     import pyarrow.compute as pc  # here, not in the client, which imports this module too
 
     from ctda_sql.ingest.load import event_rows_params, event_rows_sql, with_file_columns
@@ -134,9 +134,9 @@ def _event_rows(con, parsed, run: dict):
     columns = [c for c in lake.stored_columns(con, ("events",))["events"] if c != "rank"]
     rows = con.sql(f"SELECT {', '.join(columns)}, rank FROM ({event_rows_sql()})",
                    params=event_rows_params(con, run["run_id"]))
-    # sorted by Arrow: the sort keys' indices, then one take of the wide rows (0.24-0.27 s a
-    # 480k-event rank, against 0.32-0.33 s for DuckDB's ORDER BY of the wide rows); NULL
-    # times last (Arrow's default), as DuckDB sorts them
+    # sorted by Arrow: the sort keys' indices, then one take of the wide rows (cheaper than
+    # DuckDB's ORDER BY of the wide rows); NULL times last (Arrow's default), as DuckDB sorts
+    # them
     unsorted = rows.to_arrow_table()
     order = pc.sort_indices(unsorted, sort_keys=[(key, "ascending") for key in lake.SORT_KEYS["events"]])
     event_rows = unsorted.take(order)
@@ -151,7 +151,7 @@ def _event_rows(con, parsed, run: dict):
 # ---- analyze ---------------------------------------------------------------------------------
 
 # Event columns the engine (sql/analysis, sql/crossrank) never reads: an analyze task leaves
-# them in their files, a third of the time it took to load a rank's events
+# them in their files, which saves much of the time to load a rank's events
 # (tests/test_lake.py::test_the_engine_reads_no_event_column_the_lake_leaves_out).
 ENGINE_UNREAD_EVENT_COLUMNS = ("extra", "ts_raw")
 
@@ -163,7 +163,7 @@ def load_partitions(con, root: Path, run: dict, ranks: list[int], table: str, un
     folder's name), without the cross-rank path's own files and the `unread` columns; only the
     rows of `methods` when given. DuckDB reads the Parquet itself: ~35% faster than through pyarrow tables on a
     480k-event rank. Rows stay in the files' order: no statement of the engine reads them in
-    table order, and sorting a rank's events back into file order was a third of its load."""
+    table order, and sorting a rank's events back into file order would be a third of its load."""
     files = [duckdb_path(f) for rank in ranks for f in lake.partition_files(root, table, run["name"], rank)
              if f.name != lake.CROSS_RANK_FILE]
     if not files:

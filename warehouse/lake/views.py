@@ -112,7 +112,7 @@ def open_lake(lake_dir: str | Path, for_sql: str | None = None, safe: bool = Fal
 
     macros_for: the only SQL a one-shot command will run (see connection.connect): only the
     macros it names are made, and no COMMENTs, which only a browsing session reads (the two
-    took ~0.1 s of the ~0.2 s an open cost)."""
+    would be about half of what an open costs)."""
     from ctda_sql.core.connection import connect, lock_out_files
     from ctda_sql.core import sqlfiles
 

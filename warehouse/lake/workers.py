@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 # One local worker process per core is what a LocalCluster needs; this many per core is the
-# most --workers starts (10,000 printed ~50k traceback lines, 1e20 met the OOM killer)
+# most --workers starts (far more floods the terminal with tracebacks or meets the OOM killer)
 MAX_WORKERS_PER_CORE = 4
 
 

@@ -125,7 +125,7 @@ def history_path() -> Path:
 
 def session_history():
     """The history file, or, when it cannot be one (a folder, a folder that does not exist,
-    no write permission), history for this session only, said once: prompt_toolkit printed
+    no write permission), history for this session only, said once: prompt_toolkit would print
     a traceback at every prompt."""
     from prompt_toolkit.history import InMemoryHistory
 
@@ -350,8 +350,8 @@ def write(state: ShellState, text: str) -> None:
 def page(text: str) -> None:
     """Show `text` through the pager: the settings' `pager`, else $MANPAGER or $PAGER, else
     pydoc's choice (less, more, or none). A pager that cannot be run (not found, not
-    executable) gets one warning line and the text is printed as it is: pydoc fed it to the
-    shell's `not found` and the result was lost."""
+    executable) gets one warning line and the text is printed as it is: pydoc would feed it to
+    the shell's `not found` and lose the result."""
     import pydoc
 
     command = load_config().pager or os.environ.get("MANPAGER") or os.environ.get("PAGER")

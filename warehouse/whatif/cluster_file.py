@@ -16,7 +16,7 @@ from ctda_sql.whatif.changes import MAX_WORLD_SIZE
 TOPOLOGIES = ("shared-link", "single-switch", "leaf-spine")
 # a device's link when a host has one device and [intra_host] is not given: never the limit
 UNLIMITED_GBPS = 1e6
-# physical ranges of the keys (issue 43): beyond them a transfer takes forever or no time,
+# physical ranges of the keys: beyond them a transfer takes forever or no time,
 # and SimGrid's solver or the replay's processor sharing meets inf or NaN
 MIN_GBPS, MAX_GBPS = 1e-6, 1e6
 MAX_LATENCY_US = 1e7

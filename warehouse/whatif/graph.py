@@ -322,7 +322,7 @@ class Coupling:
         """Row -> the node the path continues from where a collective's completion held the
         row (-1 elsewhere): the last rank to arrive, at the node that made its arrival (the
         CPU node that made the call; for a NCCL kernel, the node its edges waited for). The
-        wait is spent there, often on another rank, so the path follows it (issue 33)."""
+        wait is spent there, often on another rank, so the path follows it."""
         graph, origin = self.graph, self.origin
         arrive = graph.arrivals(start)
         arrival = self.arrival_times(start, origin, arrive)

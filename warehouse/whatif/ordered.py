@@ -1,4 +1,4 @@
-"""The replay solved in one ordered pass (issue 32): every quantity the coupled replay settles
+"""The replay solved in one ordered pass: every quantity the coupled replay settles
 by repeated forward passes (graph.py's Coupling.solve and StreamCarry.settle) is a max-plus
 function of earlier ones, so one pass in topological order computes the same fixed point.
 
