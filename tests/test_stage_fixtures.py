@@ -37,7 +37,8 @@ import pytest
 from ctda_sql.core import sqlfiles, stages
 from ctda_sql.core.connection import connect
 
-FIXTURES = Path(__file__).parent / "fixtures" / "stages"
+# tests/fixtures/stages, from this file wherever it sits under tests/
+FIXTURES = next(p for p in Path(__file__).resolve().parents if p.name == "tests") / "fixtures" / "stages"
 _FIELD = re.compile(r"^--\s*(stage|param|input|expect):\s*(.*)$")
 _TABLE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*(?:ORDER\s+BY\s+(.+?))?\s*$", re.I | re.S)
 
@@ -47,7 +48,13 @@ class Table:
     name: str
     columns: list[str]   # 'name TYPE' for an input, 'name' for an expectation
     order_by: str
-    rows: str            # the VALUES rows' text; '' for none
+    lines: list[str] = field(default_factory=list)  # the fixture's lines after the field
+
+    @property
+    def rows(self) -> str:
+        """The VALUES rows' text; '' when the lines hold only prose."""
+        has_code = any(line.strip() and not line.strip().startswith("--") for line in self.lines)
+        return "\n".join(self.lines) if has_code else ""
 
 
 @dataclass
@@ -63,14 +70,13 @@ def fixture_files() -> list[Path]:
 
 
 def parse_fixture(text: str) -> Fixture:
-    fixture, lines, index = Fixture(), text.splitlines(), 0
-    table, row_lines = None, {}
+    fixture, lines, index, table = Fixture(), text.splitlines(), 0, None
     while index < len(lines):
         match = _FIELD.match(lines[index].strip())
         index += 1
         if not match:
             if table is not None:
-                row_lines[id(table)].append(lines[index - 1])
+                table.lines.append(lines[index - 1])
             continue
         key, value = match.groups()
         while value.count("(") > value.count(")") and index < len(lines) and lines[index].lstrip().startswith("--"):
@@ -84,12 +90,7 @@ def parse_fixture(text: str) -> Fixture:
             fixture.params[name.strip()] = json.loads(literal)
         else:
             table = _table(value)
-            row_lines[id(table)] = []
             (fixture.inputs if key == "input" else fixture.expects).append(table)
-    for table in fixture.inputs + fixture.expects:
-        rows = row_lines[id(table)]
-        has_code = any(line.strip() and not line.strip().startswith("--") for line in rows)
-        table.rows = "\n".join(rows) if has_code else ""
     return fixture
 
 
@@ -98,7 +99,7 @@ def _table(value: str) -> Table:
     assert match, f"a fixture's input or expect needs table(columns): {value!r}"
     name, columns, order_by = match.groups()
     columns = [column.strip() for column in columns.split(",") if column.strip()]
-    return Table(name, columns, order_by or ", ".join(c.split()[0] for c in columns), "")
+    return Table(name, columns, order_by or ", ".join(c.split()[0] for c in columns))
 
 
 def stage_file(stage: str) -> str:
@@ -135,7 +136,7 @@ def rows_expected(con, table: Table, number: int) -> list[tuple]:
     return con.execute(f"SELECT * FROM {expected} ORDER BY {table.order_by}").fetchall()
 
 
-def test_there_are_fixtures_for_the_stages_the_brief_names():
+def test_at_least_six_stages_have_fixtures():
     covered = {stage_file(parse_fixture(path.read_text()).stage) for path in fixture_files()}
     assert len(covered) >= 6, covered
 
