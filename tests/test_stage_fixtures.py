@@ -1,6 +1,7 @@
 """One SQL stage at a time, on a handful of rows written and worked out by hand: a fixture file
-per stage under tests/fixtures/stages/<folder>/, in the manner of sqlglot's fixture file per
-optimizer rule (tests/fixtures/optimizer/<rule>.sql there). Each file gives the stage's input
+per stage under tests/fixtures/stages/<folder>/ (a stage may have more: crossrank/match_*.txt),
+in the manner of sqlglot's fixture file per optimizer rule (tests/fixtures/optimizer/<rule>.sql
+there). Each file gives the stage's input
 tables (only the columns it reads), its parameters and the rows it must make; the test makes
 the inputs as TEMP tables on a fresh connection (schema and macros from connect(":memory:"), a
 TEMP table shadows a persistent one of the same name), runs the one stage through
