@@ -29,7 +29,7 @@ SELECT r.run_id, r.rank, r.step, n.node_id AS waiter_node, r.sync_name AS call_n
        CASE WHEN se.name = 'Stream Sync' THEN se.stream WHEN se.name = 'Event Sync' THEN se.wait_on_stream END
            AS scope_stream,
        r.sync_name ILIKE '%DeviceSynchronize' OR r.sync_name = 'cuCtxSynchronize'
-           OR se.name = 'Context Sync' AS all_streams
+           OR coalesce(se.name = 'Context Sync', false) AS all_streams
 FROM cp_wait_returns AS r
 JOIN cp_nodes AS n
     ON n.run_id = r.run_id AND n.rank = r.rank AND n.step = r.step AND n.kind = 'cpu' AND n.cpu_node = r.cpu_node
