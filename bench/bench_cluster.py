@@ -30,8 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ctda_sql.engine.analyze import analyze  # noqa: E402
 from ctda_sql.core.connection import connect  # noqa: E402
+from ctda_sql.engine.analyze import analyze  # noqa: E402
 from ctda_sql.ingest.load import ingest  # noqa: E402
 from ctda_sql.whatif.cluster import check_cluster, whatif_cluster  # noqa: E402
 

@@ -332,8 +332,8 @@ def timed_analyze(paths: list[Path], folder: Path, runs: int, extra: tuple[str, 
     cluster_apply.sql after it. With `statements`,
     the lines name the costliest statements of the last analyze's cross-rank stages and of
     the what-if."""
-    from ctda_sql.engine.analyze import analyze
     from ctda_sql.core.connection import connect
+    from ctda_sql.engine.analyze import analyze
     from ctda_sql.ingest.load import ingest
 
     db = folder / "growth.duckdb"

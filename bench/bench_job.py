@@ -25,9 +25,9 @@ from pathlib import Path
 
 import msgspec
 from isal import igzip
+from synth import write_job
 
 from common import fmt_s, hta_folder, median, peer_python, print_table, ratio, run_peer, traces_dir
-from synth import write_job
 
 BIN = Path(sys.executable).parent
 SYNTH_EVENTS = 216_000  # synth tiles whole copies of nccl: this asks for 202,713 events

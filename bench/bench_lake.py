@@ -29,8 +29,9 @@ import threading
 import time
 from pathlib import Path
 
-from common import checkout_cli, print_table, traces_dir
 from synth import write_job
+
+from common import checkout_cli, print_table, traces_dir
 
 BIN = Path(sys.executable).parent
 CLI = [str(BIN / "ctda-sql")]  # or another checkout's (--code-dir)

@@ -31,8 +31,9 @@ import threading
 import time
 from pathlib import Path
 
-from common import checkout_cli, fmt_s, print_table, traces_dir
 from synth import write_job
+
+from common import checkout_cli, fmt_s, print_table, traces_dir
 
 SCALE_RUN = "scale"
 TARGETS = {"wall_s": 60.0, "rss_gb": 4.0, "db_share": 0.10, "report_s": 1.0}

@@ -22,14 +22,15 @@ import time
 from pathlib import Path
 
 from bench_scale import add_job_arguments, prepare_job
+
 from common import fmt_s, median, print_table
 
 TARGET_S = 5.0
 
 
 def main() -> int:
-    from ctda_sql.engine.analyze import analyze
     from ctda_sql.core.connection import connect
+    from ctda_sql.engine.analyze import analyze
     from ctda_sql.ingest.load import ingest
     from ctda_sql.whatif.replay import Scale, Scenario, whatif
 

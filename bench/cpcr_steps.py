@@ -27,10 +27,9 @@ def inputs() -> list[Path]:
 
 
 def cpcr_rows(path: Path) -> list[tuple]:
-    from ctda_sql.engine import analyze
     from ctda_sql.core import connection
+    from ctda_sql.engine import analyze, reports
     from ctda_sql.ingest import load as ingest
-    from ctda_sql.engine import reports
 
     with tempfile.TemporaryDirectory() as folder:
         con = connection.connect(str(Path(folder) / "w.duckdb"))

@@ -20,11 +20,13 @@ from pathlib import Path
 import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from ctda_sql.engine import analyze
-from ctda_sql.core import connection
-from ctda_sql.ingest import load as ingest
-from ctda_sql.core import sqlfiles  # noqa: E402
+from ctda_sql.core import (
+    connection,
+    sqlfiles,  # noqa: E402
+)
 from ctda_sql.core.transaction import transaction  # noqa: E402
+from ctda_sql.engine import analyze
+from ctda_sql.ingest import load as ingest
 
 REPO = Path(__file__).resolve().parent.parent
 

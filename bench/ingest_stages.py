@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from bench_job import parse_floor, target_file
+
 from common import fmt_s, median, print_table
 
 STAGES = ("process + imports", "read + decompress", "top-level decode", "type (DuckDB JSON)", "checks",

@@ -19,13 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import traces_dir
-
 from ctda_sql.core.connection import connect
 
+from common import traces_dir
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_interrupts import assert_interrupted, run_with_sigint, state, timed_run  # noqa: E402
 from test_bad_input import console_script  # noqa: E402
+from test_interrupts import assert_interrupted, run_with_sigint, state, timed_run  # noqa: E402
 
 
 def ctrl_c_trials(start: Path, done: Path, args: list[str], seconds: float, trials: int) -> dict:

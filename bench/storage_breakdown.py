@@ -20,8 +20,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO_DIR, traces_dir  # noqa: E402
 from run_checkout import use_checkout  # noqa: E402
+
+from common import REPO_DIR, traces_dir  # noqa: E402
 
 MB = 1e6
 
@@ -104,8 +105,8 @@ def main() -> int:
     parser.add_argument("--min-raw-mb", type=float, default=1.0)
     args = parser.parse_args()
     use_checkout(args.code_dir)
-    from ctda_sql.engine.analyze import analyze
     from ctda_sql.core.connection import connect
+    from ctda_sql.engine.analyze import analyze
     from ctda_sql.ingest.load import ingest
 
     shared = traces_dir()

@@ -13,8 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ctda_sql.export.chromium import render, screenshot
 from ctda_sql.core.errors import CtdaError
+from ctda_sql.export.chromium import render, screenshot
 
 
 def main(argv: list[str] | None = None) -> int:

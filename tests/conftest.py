@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ctda_sql.shell.entry import main as cli_main
 from ctda_sql.core.connection import connect
+from ctda_sql.shell.entry import main as cli_main
 from ctda_sql.testing.tracebuilder import TraceBuilder
+
 from helpers.db import analysed_db
 from helpers.jobs import p2p_job
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctda_sql.engine.analyze import AnalysisSettings, analyze
 from ctda_sql.core.connection import connect
+from ctda_sql.engine.analyze import AnalysisSettings, analyze
 from ctda_sql.ingest.load import ingest
 from ctda_sql.testing.tracebuilder import TraceBuilder
 

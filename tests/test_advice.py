@@ -209,10 +209,10 @@ def test_the_shell_completes_advise_options_and_run_names(tmp_path):
     from prompt_toolkit.completion import CompleteEvent
     from prompt_toolkit.document import Document
 
+    from ctda_sql.ingest.load import ingest
+    from ctda_sql.shell.app import open_state
     from ctda_sql.shell.catalog import Catalog
     from ctda_sql.shell.completion import WarehouseCompleter
-    from ctda_sql.shell.app import open_state
-    from ctda_sql.ingest.load import ingest
 
     state = open_state(str(tmp_path / "c.duckdb"))
     with state.holding(write=True):
@@ -275,8 +275,9 @@ def test_the_html_cross_rank_part_names_what_made_the_late_rank_late(tmp_path):
 def test_the_advice_section_draws_in_headless_chromium(tmp_path):
     import re
 
-    from helpers.cli import chromium_or_skip
     from ctda_sql.export.chromium import render
+
+    from helpers.cli import chromium_or_skip
 
     with Warehouse(tmp_path / "w.duckdb") as wh:
         wh.ingest([_stall_trace(tmp_path / "t.json.gz", 400)], run="stall", show_progress=False)

@@ -18,9 +18,9 @@ import json
 
 import pytest
 
-from ctda_sql.shell.entry import main as cli_main
 from ctda_sql.core.connection import connect
 from ctda_sql.engine.reports import find_report, run_report
+from ctda_sql.shell.entry import main as cli_main
 
 # get_temporal_breakdown: idle_time_pctg, compute_time_pctg, non_compute_time_pctg
 HTA_TEMPORAL_PCT = {

@@ -110,8 +110,11 @@ def test_memory_limit_comes_from_the_environment(run_cli, tmp_path, monkeypatch,
     assert limit.replace(" ", "") in {"488.2MiB", "512.0MB", "488.2MB"}
 
 
-def test_a_bad_memory_limit_is_one_clear_line(run_cli, monkeypatch):
+def test_a_bad_memory_limit_is_one_clear_line(run_cli, tmp_path, monkeypatch, open_db):
+    ingest_figure1(run_cli, tmp_path)
     monkeypatch.setenv("CTDA_MEMORY_LIMIT", "lots'; DROP TABLE runs; --")
     result = run_cli("analyze")
     assert result.code == 1
     assert result.err.startswith("error: CTDA_MEMORY_LIMIT=") and "Traceback" not in result.err
+    monkeypatch.delenv("CTDA_MEMORY_LIMIT")
+    assert count(open_db, "SELECT count(*) FROM runs") == 1

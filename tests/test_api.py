@@ -6,9 +6,10 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from helpers.traces import figure1_trace
 from ctda_sql import Warehouse
 from ctda_sql.core.errors import CtdaError
+
+from helpers.traces import figure1_trace
 
 
 @pytest.fixture

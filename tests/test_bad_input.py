@@ -13,8 +13,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from helpers.cli import console_script
 from ctda_sql.testing.tracebuilder import TraceBuilder
+
+from helpers.cli import console_script
 
 # ---- helpers ----------------------------------------------------------------------------
 

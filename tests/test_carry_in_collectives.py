@@ -48,11 +48,12 @@ from pathlib import Path
 
 import pytest
 
-from invariants import broken_invariants, create_cpcr_rows
-from helpers.db import analysed_db, rows
 from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.whatif.changes import Scale, Scenario
 from ctda_sql.whatif.replay import whatif
+
+from helpers.db import analysed_db, rows
+from invariants import broken_invariants, create_cpcr_rows
 
 PARALLEL = Path(__file__).parent / "data" / "cuda" / "parallel"
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"

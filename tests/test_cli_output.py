@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from shell_helpers import ctda_command, write_trace
 from ctda_sql.core.connection import connect
+
+from shell_helpers import ctda_command, write_trace
 
 
 @pytest.fixture

@@ -24,8 +24,16 @@ import ctda_sql.whatif.cluster_sim as cluster_sim
 from ctda_sql.api import Warehouse
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.whatif.changes import Scale, Scenario
-from ctda_sql.whatif.cluster import (check_cluster, cluster_scenario, load_cluster, processor_sharing,
-                                      simgrid_available, simulate_rounds, whatif_cluster, whatif_clusters)
+from ctda_sql.whatif.cluster import (
+    check_cluster,
+    cluster_scenario,
+    load_cluster,
+    processor_sharing,
+    simgrid_available,
+    simulate_rounds,
+    whatif_cluster,
+    whatif_clusters,
+)
 
 DATA = Path(__file__).parent / "data"
 RUN = "r2-400m-1"          # gloo DDP, 2 ranks over a 400 Mbit/s shaped loopback

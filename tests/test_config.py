@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from ctda_sql.core.connection import connect
 from ctda_sql.shell.app import open_state
 from ctda_sql.shell.entry import main
-from ctda_sql.core.connection import connect
 
 
 @pytest.fixture

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from engine_helpers import analyzed
 from ctda_sql.engine.reports import find_report, run_report
 from ctda_sql.testing.tracebuilder import TraceBuilder
+
+from engine_helpers import analyzed
 
 
 def one_rank_trace() -> TraceBuilder:

@@ -9,10 +9,12 @@ import statistics
 
 import pytest
 
+from ctda_sql.engine.reports import find_report, run_report
+
 from helpers.db import analysed_db, report, rows
 from helpers.jobs import GLOO, LATE_US, job
 from invariants import broken_invariants
-from ctda_sql.engine.reports import find_report, run_report
+
 
 @pytest.fixture(scope="module")
 def gloo_db(tmp_path_factory):

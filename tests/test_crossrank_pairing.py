@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers.db import analysed_db, report, rows
-from helpers.jobs import job, p2p_call
 from ctda_sql.core.connection import connect
 from ctda_sql.engine.analyze import analyze
 from ctda_sql.ingest.load import ingest
 from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.whatif.replay import whatif
+
+from helpers.db import analysed_db, report, rows
+from helpers.jobs import job, p2p_call
 
 MESSAGES = 3
 STEPS = 4

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ctda_sql.shell.commands import REGISTRY
 from ctda_sql.engine.reports import bundled_reports
+from ctda_sql.shell.commands import REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
 SHELL_DOC = (ROOT / "docs" / "shell.md").read_text(encoding="utf-8")

@@ -11,12 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from invariants import (BLOCKING_SHARE_SQL, MISSED_HANDOFF_SQL, broken_invariants, create_cpcr_rows, hotspots_kept,
-                        top_names)
-from ctda_sql.engine.analyze import analyze
 from ctda_sql.core.connection import connect
+from ctda_sql.engine.analyze import analyze
 from ctda_sql.ingest.load import ingest
 from ctda_sql.whatif.replay import whatif
+
+from invariants import (
+    BLOCKING_SHARE_SQL,
+    MISSED_HANDOFF_SQL,
+    broken_invariants,
+    create_cpcr_rows,
+    hotspots_kept,
+    top_names,
+)
 
 CUDA_TRACES = Path(__file__).parent / "data" / "cuda"
 GPU_BOUND = ("item_sync_big", "ddp_nccl_big", "cuda_graph")

@@ -20,10 +20,18 @@ from pathlib import Path
 
 import pytest
 
-from invariants import (BLOCKING_SHARE_SQL, DEVICE_WITHOUT_NODES_SQL, MISSED_HANDOFF_SQL, broken_invariants,
-                        create_cpcr_rows, hotspots_kept, top_names)
-from helpers.db import analysed_db, report, rows
 from ctda_sql.whatif.replay import whatif
+
+from helpers.db import analysed_db, report, rows
+from invariants import (
+    BLOCKING_SHARE_SQL,
+    DEVICE_WITHOUT_NODES_SQL,
+    MISSED_HANDOFF_SQL,
+    broken_invariants,
+    create_cpcr_rows,
+    hotspots_kept,
+    top_names,
+)
 
 PARALLEL = Path(__file__).parent / "data" / "cuda" / "parallel"
 RUNS = {"fsdp": PARALLEL / "fsdp", "bf16_compile": PARALLEL / "bf16_compile.json.gz",

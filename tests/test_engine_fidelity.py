@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine_helpers import analyzed, cpcr, path_event_names, path_labels, remainder
-from invariants import broken_invariants
 from ctda_sql.engine.analyze import AnalysisSettings
 from ctda_sql.testing.tracebuilder import TraceBuilder
+
+from engine_helpers import analyzed, cpcr, path_event_names, path_labels, remainder
+from invariants import broken_invariants
 
 
 def counted_by_step(con, method: str = "ctda") -> dict[int, float]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine_helpers import analyzed, cpcr, path_event_names, path_labels
-from helpers.traces import figure1_trace, figure2_trace
 from ctda_sql.engine.analyze import AnalysisSettings
 from ctda_sql.testing.tracebuilder import TraceBuilder
+
+from engine_helpers import analyzed, cpcr, path_event_names, path_labels
+from helpers.traces import figure1_trace, figure2_trace
 
 
 def test_figure1_ctda_keeps_data_loading_and_forward(tmp_path):

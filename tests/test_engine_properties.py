@@ -18,6 +18,7 @@ from engine_helpers import analyzed
 from helpers.properties import StepSimulator, action
 from invariants import broken_invariants
 
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(action, min_size=1, max_size=12), st.sampled_from([0, 0, 40]))
 def test_generated_steps_keep_every_invariant(actions, in_flight_us):

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from invariants import (BLOCKING_SHARE_SQL, DEVICE_WITHOUT_NODES_SQL, MISSED_HANDOFF_SQL, broken_invariants,
-                        create_cpcr_rows, hotspots_kept)
-from ctda_sql.engine.analyze import analyze
 from ctda_sql.core.connection import connect
+from ctda_sql.engine.analyze import analyze
 from ctda_sql.ingest.load import ingest
+
+from invariants import (
+    BLOCKING_SHARE_SQL,
+    DEVICE_WITHOUT_NODES_SQL,
+    MISSED_HANDOFF_SQL,
+    broken_invariants,
+    create_cpcr_rows,
+    hotspots_kept,
+)
 
 
 @pytest.fixture(scope="module")

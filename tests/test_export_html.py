@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers.cli import assert_one_error_line, chromium_or_skip, ingest_fig
-from helpers.traces import figure1_trace, two_rank_folder
 from ctda_sql import Warehouse
 from ctda_sql.export.chromium import find_chromium, render
+
+from helpers.cli import assert_one_error_line, chromium_or_skip, ingest_fig
+from helpers.traces import figure1_trace, two_rank_folder
 
 CHART_DIV = re.compile(r'<div id="chart-(\d+)"')
 

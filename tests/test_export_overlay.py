@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from ctda_sql import Warehouse
+
 from helpers.cli import assert_one_error_line, ingest_fig
 from helpers.traces import figure1_trace, two_rank_folder
-from ctda_sql import Warehouse
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine_helpers import analyzed, path_event_names, remainder
-from invariants import broken_invariants
 from ctda_sql.engine.analyze import AnalysisSettings
 from ctda_sql.testing.tracebuilder import TraceBuilder
+
+from engine_helpers import analyzed, path_event_names, remainder
+from invariants import broken_invariants
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 

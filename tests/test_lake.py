@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers.traces import training_trace
 from ctda_sql.lake import store as lakemod
 from ctda_sql.lake.views import open_lake
+
+from helpers.traces import training_trace
 
 distributed = pytest.importorskip("distributed")
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from ctda_sql.api import Warehouse
+from ctda_sql.core.errors import CtdaError
 from ctda_sql.lake import cluster as lake_cluster
 from ctda_sql.lake import store as lake_store
-from ctda_sql.api import Warehouse
 from ctda_sql.lake.workers import MAX_WORKERS_PER_CORE, max_workers
-from ctda_sql.core.errors import CtdaError
 
 from helpers.cli import console_script
 from helpers.traces import busy_trace

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from helpers.pairs import STEPS, training_trace
 from ctda_sql.advice.diff import diff
 from ctda_sql.core.connection import connect
 from ctda_sql.core.errors import CtdaError
@@ -18,6 +17,8 @@ from ctda_sql.engine.analyze import analyze
 from ctda_sql.engine.reports import find_report, run_report
 from ctda_sql.ingest.load import ingest
 from ctda_sql.testing.tracebuilder import TraceBuilder
+
+from helpers.pairs import STEPS, training_trace
 
 DATA = Path(__file__).parent / "data"
 def assert_adds_up(document: dict) -> None:

@@ -14,10 +14,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from ctda_sql.ingest.traceio import remove_abandoned_parse_folders
+from ctda_sql.testing.tracebuilder import TraceBuilder
+
 from helpers.cli import console_script
 from helpers.traces import busy_trace
-from ctda_sql.testing.tracebuilder import TraceBuilder
-from ctda_sql.ingest.traceio import remove_abandoned_parse_folders
 
 EPOCH_NS = 1_700_000_000_000_000_000
 

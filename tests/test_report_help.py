@@ -7,10 +7,10 @@ import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
+from ctda_sql.core.connection import connect
 from ctda_sql.shell.app import open_state, run_and_show
 from ctda_sql.shell.catalog import Catalog
 from ctda_sql.shell.completion import WarehouseCompleter
-from ctda_sql.core.connection import connect
 
 
 @pytest.fixture

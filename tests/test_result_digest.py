@@ -45,8 +45,8 @@ from pathlib import Path
 import pytest
 
 from ctda_sql.core import sqlfiles
-from ctda_sql.engine.analyze import AnalysisSettings, analyze
 from ctda_sql.core.connection import connect
+from ctda_sql.engine.analyze import AnalysisSettings, analyze
 from ctda_sql.ingest.load import ingest
 
 DATA = Path(__file__).parent / "data"

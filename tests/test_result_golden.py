@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from result_digests import digests, load_and_replay, recorded_inputs, shared_inputs
 from ctda_sql.core.connection import connect
+
+from result_digests import digests, load_and_replay, recorded_inputs, shared_inputs
 
 KEPT = Path(__file__).parent / "data" / "result_digests.json"
 UPDATE = os.environ.get("CTDA_UPDATE_DIGESTS") == "1"

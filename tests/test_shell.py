@@ -12,6 +12,7 @@ from prompt_toolkit.output import DummyOutput
 
 from ctda_sql.shell.app import build_session, input_complete, loop, open_state, run_and_show, split_input
 from ctda_sql.shell.commands import REGISTRY
+
 from shell_helpers import write_trace
 
 ENTER, CTRL_C, CTRL_D = "\r", "\x03", "\x04"

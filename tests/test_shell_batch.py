@@ -9,9 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from shell_helpers import ctda_command, write_trace
 
 from ctda_sql.core.connection import connect
+
+from shell_helpers import ctda_command, write_trace
 
 
 def ctda(db, *words: str, stdin: str = ""):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
@@ -133,6 +132,7 @@ def test_report_run_parameters_complete_to_run_names(completer, text, expected):
 
 def test_a_run_name_the_shell_would_split_is_quoted(tmp_path):
     from ctda_sql.ingest.load import ingest
+
     from shell_helpers import write_trace
 
     state = open_state(str(tmp_path / "q.duckdb"))

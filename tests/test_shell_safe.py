@@ -9,10 +9,11 @@ import re
 import subprocess
 
 import pytest
-from shell_helpers import ctda_command, write_trace
 
 from ctda_sql.shell.app import open_lake_state, open_state, run_and_show
 from ctda_sql.shell.commands import PATHS, REGISTRY, path_named
+
+from shell_helpers import ctda_command, write_trace
 
 SECRET = "TOPSECRET-line"
 

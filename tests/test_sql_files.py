@@ -15,6 +15,7 @@ import sqlglot
 from sqlglot import exp
 
 from ctda_sql.engine.reports import bundled_reports, run_report
+
 from helpers.traces import training_trace
 
 # Parameters whose default (NULL) the report refuses; values name the small warehouse's runs.

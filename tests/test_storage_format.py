@@ -7,9 +7,10 @@ import struct
 import subprocess
 
 import pytest
-from shell_helpers import ctda_command
 
 from ctda_sql.testing.tracebuilder import TraceBuilder
+
+from shell_helpers import ctda_command
 
 # what DuckDB 1.5.6 answers for newer files: "we can only read versions between 64 and 68"
 READABLE_BY_DUCKDB_1_4_AND_1_5 = range(64, 69)

@@ -14,13 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from invariants import broken_invariants
-from helpers.properties import StepSimulator, action
-from ctda_sql.engine.analyze import analyze
 from ctda_sql.core.connection import connect
 from ctda_sql.core.errors import BadTraceError
-from ctda_sql.ingest.load import ingest
+from ctda_sql.engine.analyze import analyze
 from ctda_sql.engine.reports import find_report, run_report
+from ctda_sql.ingest.load import ingest
+
+from helpers.properties import StepSimulator, action
+from invariants import broken_invariants
 
 EPOCH_US = Decimal(1_700_000_000_123_456)
 

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from ctda_sql.core.connection import connect
+from ctda_sql.engine.analyze import analyze
+from ctda_sql.ingest.load import ingest
 from ctda_sql.shell.app import open_state
 from ctda_sql.shell.commands import run_dot_command
-from ctda_sql.engine.analyze import analyze
-from ctda_sql.core.connection import connect
-from ctda_sql.ingest.load import ingest
 from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.whatif.replay import Scale, Scenario, whatif
 

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers.db import analysed_db
-from helpers.jobs import GLOO
-from ctda_sql.whatif import replay as whatif_module
 from ctda_sql.cli.whatif import MAX_SWEEP_VALUES
 from ctda_sql.core.connection import connect
+from ctda_sql.whatif import replay as whatif_module
 from ctda_sql.whatif.changes import parse_scale
 from ctda_sql.whatif.replay import Scenario, whatif
+
+from helpers.db import analysed_db
+from helpers.jobs import GLOO
 
 
 @pytest.fixture(scope="module")
@@ -206,8 +207,9 @@ def sooner_job(folder: Path) -> Path:
         step 2 did, then add_ (5 us after, 20 us) and the measured 305 us of tail: 790 us,
         speedup 500 / 790, ending where it did;
       rank 0 is unchanged; each rank's steps together: 1000 us before and after."""
-    from helpers.jobs import collective
     from ctda_sql.testing.tracebuilder import TraceBuilder
+
+    from helpers.jobs import collective
 
     folder.mkdir()
     for rank in (0, 1):

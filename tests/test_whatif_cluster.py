@@ -16,11 +16,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.jobs import shared_link
 from ctda_sql.api import Warehouse
 from ctda_sql.core.errors import CtdaError
-from ctda_sql.whatif.cluster import (ClusterSpec, check_cluster, collective_times, load_cluster,
-                                      processor_sharing, simgrid_available)
+from ctda_sql.whatif.cluster import (
+    ClusterSpec,
+    check_cluster,
+    collective_times,
+    load_cluster,
+    processor_sharing,
+    simgrid_available,
+)
+
+from helpers.jobs import shared_link
 
 DATA = Path(__file__).parent / "data"
 SHAPED = DATA / "shaped"

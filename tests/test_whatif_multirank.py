@@ -11,10 +11,11 @@ from statistics import median
 
 import pytest
 
+from ctda_sql.whatif.changes import parse_scale
+from ctda_sql.whatif.replay import Scale, Scenario, whatif
+
 from helpers.db import analysed_db
 from helpers.jobs import GLOO, LATE_US, job
-from ctda_sql.whatif.replay import Scale, Scenario, whatif
-from ctda_sql.whatif.changes import parse_scale
 
 NO_STALL = Scenario(scales=(Scale("slow_rank", 0.0, "user_annotation", (1,)),))
 

@@ -16,14 +16,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.db import analysed_db
-from helpers.jobs import GLOO, collective, job, shared_link
 from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.whatif import graph, replay
 from ctda_sql.whatif.changes import Scale, Scenario
 from ctda_sql.whatif.cluster import whatif_cluster
 from ctda_sql.whatif.cluster_file import check_cluster
 from ctda_sql.whatif.ordered import levels
+
+from helpers.db import analysed_db
+from helpers.jobs import GLOO, collective, job, shared_link
 
 DATA = Path(__file__).parent / "data"
 SCENARIOS = {

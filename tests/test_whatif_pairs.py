@@ -17,11 +17,12 @@ from typing import Callable
 
 import pytest
 
-from invariants import broken_invariants
-from ctda_sql.engine.analyze import analyze
 from ctda_sql.core.connection import connect
+from ctda_sql.engine.analyze import analyze
 from ctda_sql.ingest.load import ingest
 from ctda_sql.whatif.replay import Scale, Scenario, whatif
+
+from invariants import broken_invariants
 
 PAIRS = Path(__file__).parent / "data" / "whatif"
 REPETITIONS = (1, 2, 3)

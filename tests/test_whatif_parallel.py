@@ -29,9 +29,10 @@ from statistics import mean
 
 import pytest
 
+from ctda_sql.whatif.replay import Scale, Scenario, whatif
+
 from helpers.db import analysed_db
 from helpers.jobs import staged_pipeline_job
-from ctda_sql.whatif.replay import Scale, Scenario, whatif
 
 GLOO = Path(__file__).parent / "data" / "gloo"
 PAIRS = Path(__file__).parent / "data" / "gloo_pairs"

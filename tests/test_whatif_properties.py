@@ -13,11 +13,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine_helpers import analyzed
-from invariants import broken_invariants
-from helpers.properties import OP_NAMES, StepSimulator, action
 from ctda_sql.testing.tracebuilder import TraceBuilder
 from ctda_sql.whatif.replay import Scale, Scenario, whatif
+
+from engine_helpers import analyzed
+from helpers.properties import OP_NAMES, StepSimulator, action
+from invariants import broken_invariants
 
 shrink = st.builds(Scale, st.sampled_from(OP_NAMES + ("kernel_*", "*", "Memcpy*", "cudaDeviceSynchronize")),
                    st.sampled_from([0.0, 0.5, 0.9]))

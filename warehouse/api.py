@@ -237,9 +237,9 @@ class Warehouse:
 
     def reports(self, reports_dirs: list[str | Path] | None = None) -> duckdb.DuckDBPyRelation:
         """The saved reports: name, description, params."""
-        from ctda_sql.engine.reports import all_reports
-
         import pyarrow as pa
+
+        from ctda_sql.engine.reports import all_reports
 
         found = all_reports(_folders(reports_dirs)).values()
         return self.con.from_arrow(pa.table({
@@ -274,8 +274,8 @@ class Warehouse:
         {"kernel:*gemm*": 0.5} or {"rank1:user_annotation:slow_rank": 0}; the ranks of a
         multi-rank run are replayed together unless `coupled` is False; the rows persist under
         scenario `name` (default: the changes as JSON)."""
-        from ctda_sql.whatif.replay import event_categories, whatif
         from ctda_sql.whatif.changes import Scenario, parse_scale
+        from ctda_sql.whatif.replay import event_categories, whatif
 
         run, name, allreduce = _text("run", run), _text("name", name), _text("allreduce", allreduce)
         rank, step, world_size = _whole("rank", rank), _whole("step", step), _whole("world_size", world_size)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ctda_sql.export.chromium import find_chromium
+
 from helpers.traces import two_rank_folder
 
 

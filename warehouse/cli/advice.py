@@ -8,8 +8,8 @@ import json
 import sys
 import textwrap
 
-from ctda_sql.core.errors import CtdaError
 from ctda_sql.cli.output import FORMATS, add_max_width, render, table_width
+from ctda_sql.core.errors import CtdaError
 
 FINDING_COLUMNS = ["place", "rule", "saving_us", "saving_share", "path_us", "fix", "scenario"]
 PROFILE_COLUMNS = ["kind", "label", "rank", "path_us", "saving_at_half_us", "saving_at_zero_us"]

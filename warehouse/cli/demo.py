@@ -18,10 +18,10 @@ from contextlib import ExitStack
 from importlib import resources
 from pathlib import Path
 
-from ctda_sql.core import sqlfiles
 from ctda_sql.api import Warehouse
-from ctda_sql.core.errors import CtdaError
 from ctda_sql.cli.output import render, table_width
+from ctda_sql.core import sqlfiles
+from ctda_sql.core.errors import CtdaError
 
 RUN_NAME = "demo"
 DEMO_TRACE = "data/nccl.json.gz"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from ctda_sql.lake.workers import MAX_WORKERS_PER_CORE, check_workers, max_workers
 
-
 LAKE_HELP = "use a Parquet lake folder instead of the database file (docs/scale-out.md)"
 
 

@@ -14,12 +14,19 @@ import duckdb
 from ctda_sql import __version__
 from ctda_sql.api import Warehouse
 from ctda_sql.cli.lake import add_lake_option, check_no_distribution_without_lake
+from ctda_sql.cli.options import ANALYZE_OPTIONS, INGEST_OPTIONS, add_options
+from ctda_sql.cli.output import (
+    DEFAULT_TABLE_ROWS,
+    FORMATS,
+    add_max_width,
+    count,
+    default_format,
+    table_width,
+    write_cursor,
+)
 from ctda_sql.cli.whatif import add_parser as _add_whatif
 from ctda_sql.core.connection import existing_db_path, resolve_db_path, sql_of_folders
 from ctda_sql.core.errors import CtdaError, first_line
-from ctda_sql.cli.options import ANALYZE_OPTIONS, INGEST_OPTIONS, add_options
-from ctda_sql.cli.output import (DEFAULT_TABLE_ROWS, FORMATS, add_max_width, count, default_format, table_width,
-                     write_cursor)
 from ctda_sql.core.signals import stop_watching_sigint, watch_sigint
 from ctda_sql.core.transaction import forget_commits, interrupted_message, is_interruption, work_saved
 

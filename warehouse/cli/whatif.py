@@ -10,9 +10,9 @@ import textwrap
 from statistics import mean
 
 from ctda_sql.cli.lake import add_lake_option
+from ctda_sql.cli.output import FORMATS, add_max_width, render, table_width
 from ctda_sql.core.connection import connect, existing_db_path
 from ctda_sql.core.errors import CtdaError
-from ctda_sql.cli.output import FORMATS, add_max_width, render, table_width
 from ctda_sql.whatif.changes import ALGORITHMS, Scenario, parse_scale
 
 # --sweep KEY -> Scenario field and how its values are read
@@ -87,6 +87,8 @@ def cmd_whatif(args) -> int:
 
     # kernel names run to hundreds of characters: tables fit the terminal, as query's do
     width = table_width(sys.stdout, args.max_width if args.max_width is not None else load_config().max_width)
+    if args.cluster is not None:
+        check_cluster_arguments(args)
     con = _open(args)
     try:
         tables = run(con, args, show_progress=True)
@@ -226,16 +228,11 @@ def run_cluster(con, args, show_progress: bool = False) -> list[tuple[list[str],
     world-size), one row per value, every value checked and simulated before any is replayed,
     and all stored in one transaction."""
     from ctda_sql.core.progress import progress_bar
-    from ctda_sql.whatif.cluster import LINK_COLUMNS, NO_COUPLING, cluster_scenario, whatif_clusters
+    from ctda_sql.whatif.cluster import LINK_COLUMNS, cluster_scenario, whatif_clusters
     from ctda_sql.whatif.cluster_file import load_cluster
     from ctda_sql.whatif.replay import HOTSPOT_COLUMNS, STEP_COLUMNS, SWEEP_COLUMNS, TOTAL_COLUMNS, event_categories
 
-    if not args.cluster.strip():
-        raise CtdaError("--cluster needs a cluster file (FILE.toml; docs/whatif.md describes its keys)")
-    if args.comm_bandwidth_scale != 1.0 or args.comm_latency_us is not None:
-        raise CtdaError("--cluster describes the network: leave out --comm-bandwidth-scale and --comm-latency-us")
-    if not args.coupled:
-        raise CtdaError(NO_COUPLING)
+    check_cluster_arguments(args)
     categories = event_categories(con) if args.scale else set()
     scales = tuple(parse_scale(text, categories) for text in args.scale)
     where = {"run": args.run, "rank": args.rank, "step": args.step}
@@ -257,6 +254,25 @@ def run_cluster(con, args, show_progress: bool = False) -> list[tuple[list[str],
     with progress_bar(f"whatif --sweep {key}", len(values), visible=show_progress) as advance:
         results = whatif_clusters(con, scenarios, **where, top=0, progress=advance)
     return [(SWEEP_COLUMNS, [_sweep_row(value, result) for value, (result, _) in zip(values, results)])]
+
+
+def check_cluster_arguments(args) -> None:
+    """--cluster's options, its file and a sweep's values, checked before a database opens:
+    a bad file is named as such, even where the database is missing too."""
+    from ctda_sql.whatif.cluster import NO_COUPLING
+    from ctda_sql.whatif.cluster_file import load_cluster
+
+    if not args.cluster.strip():
+        raise CtdaError("--cluster needs a cluster file (FILE.toml; docs/whatif.md describes its keys)")
+    if args.comm_bandwidth_scale != 1.0 or args.comm_latency_us is not None:
+        raise CtdaError("--cluster describes the network: leave out --comm-bandwidth-scale and --comm-latency-us")
+    if not args.coupled:
+        raise CtdaError(NO_COUPLING)
+    load_cluster(args.cluster)
+    if args.sweep:
+        key, values = parse_cluster_sweep(args.sweep)
+        for value in values if key not in CLUSTER_SWEEP_OPTIONS else ():
+            load_cluster(args.cluster, {key: value})
 
 
 # --sweep keys with --cluster besides the file's SECTION.KEY, and how their values are read

@@ -67,10 +67,18 @@ def parse_contract(text: str) -> Contract:
         elif key == "param":
             fields[key].append(_param(f"-- param: {value}"))
         else:
-            fields[key] += [_NAME.match(item.strip()).group(0) for item in _NOTE.sub("", value).split(",")
-                            if item.strip()]
+            fields[key] += [_table_name(item) for item in _NOTE.sub("", value).split(",") if item.strip()]
     return Contract(tuple(fields["reads"]), tuple(fields["registered"]), tuple(fields["makes"]),
                     tuple(fields["makes macro"]), tuple(fields["writes"]), tuple(fields["param"]))
+
+
+def _table_name(item: str) -> str:
+    """The table a `reads:` / `writes:` item names; a contract line that names none is an
+    error naming the line, not an AttributeError."""
+    found = _NAME.match(item.strip())
+    if found is None:
+        raise ValueError(f"stage contract: {item.strip()!r} names no table")
+    return found.group(0)
 
 
 def _field_values(lines: list[str]) -> list[tuple[str, str]]:

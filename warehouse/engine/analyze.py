@@ -8,12 +8,12 @@ from dataclasses import dataclass
 
 import duckdb
 
-from ctda_sql.engine import crossrank
 from ctda_sql.core import sqlfiles, stages
 from ctda_sql.core.errors import CtdaError
-from ctda_sql.core.runs import run_id_of
 from ctda_sql.core.progress import progress_bar
+from ctda_sql.core.runs import run_id_of
 from ctda_sql.core.transaction import transaction
+from ctda_sql.engine import crossrank
 
 METHODS = ("ctda", "per_thread", crossrank.METHOD)
 # run in the order their contracts ask (core.stages.ordered)

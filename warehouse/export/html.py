@@ -18,11 +18,28 @@ import numpy as np
 from ctda_sql.core import sqlfiles
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.export.advice_html import advice_sections, late_rank_table
+from ctda_sql.export.figures import (
+    METHODS,
+    composition_figure,
+    cpcr_figure,
+    cross_rank_path_figure,
+    diff_figure,
+    gantt_figure,
+    hotspots_figure,
+    idle_figure,
+    kernel_figure,
+    mean_cpcr,
+    overlap_figure,
+    queue_figure,
+    shown,
+    skew_figure,
+    step_time_figure,
+    temporal_figure,
+    waits_figure,
+    whatif_path_figure,
+    whatif_steps_figure,
+)
 from ctda_sql.export.outputfile import atomic_output, check_output_path
-from ctda_sql.export.figures import (METHODS, composition_figure, mean_cpcr, cpcr_figure, cross_rank_path_figure,
-                                     diff_figure, gantt_figure, hotspots_figure, idle_figure, kernel_figure,
-                                     overlap_figure, queue_figure, shown, skew_figure, step_time_figure,
-                                     temporal_figure, waits_figure, whatif_path_figure, whatif_steps_figure)
 
 HOTSPOTS_PER_PHASE = 5
 DIFF_ROWS = 20

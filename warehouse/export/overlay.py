@@ -19,10 +19,10 @@ import pyarrow as pa
 from isal import igzip
 
 from ctda_sql.core import sqlfiles
-from ctda_sql.ingest import traceio
-from ctda_sql.engine.analyze import METHODS
 from ctda_sql.core.errors import CtdaError
+from ctda_sql.engine.analyze import METHODS
 from ctda_sql.export.outputfile import atomic_output, check_output_path
+from ctda_sql.ingest import traceio
 
 OVERLAY_SUFFIXES = (".json", ".json.gz")
 _BATCH_ROWS = 50_000

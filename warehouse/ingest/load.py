@@ -23,11 +23,19 @@ import pyarrow as pa
 
 from ctda_sql.core import sqlfiles, stages
 from ctda_sql.core.errors import BadTraceError, CtdaError
-from ctda_sql.ingest.experiments import check_meta_keys, refresh_run_meta
 from ctda_sql.core.progress import progress_bar, stage_bar
-from ctda_sql.ingest.traceio import (DUCKDB_ROW_GROUP_ROWS, ParsedTrace, check_regular_file, in_row_group_batches, is_trace_file,
-                      parse_folder, read_trace, remove_abandoned_parse_folders)
 from ctda_sql.core.transaction import transaction
+from ctda_sql.ingest.experiments import check_meta_keys, refresh_run_meta
+from ctda_sql.ingest.traceio import (
+    DUCKDB_ROW_GROUP_ROWS,
+    ParsedTrace,
+    check_regular_file,
+    in_row_group_batches,
+    is_trace_file,
+    parse_folder,
+    read_trace,
+    remove_abandoned_parse_folders,
+)
 
 # Above this many input bytes a single file also gets a progress bar.
 _LARGE_INPUT_BYTES = 20_000_000

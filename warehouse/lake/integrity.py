@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctda_sql.lake.store import (
-    RANK_PARTITION,
     DATA_FILES,
     PARTITIONED,
+    RANK_PARTITION,
     held_run_names,
     ingested_ranks,
     partition_files,

@@ -19,18 +19,24 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ctda_sql.core.errors import CtdaError
+from ctda_sql.core.signals import sigint_deferred
+from ctda_sql.core.transaction import is_interruption
+from ctda_sql.ingest.load import IngestResult
 from ctda_sql.lake import integrity
 from ctda_sql.lake import store as lake
 from ctda_sql.lake import tasks as lake_tasks
-from ctda_sql.core.errors import CtdaError
-from ctda_sql.ingest.load import IngestResult
-from ctda_sql.core.signals import sigint_deferred
-from ctda_sql.core.transaction import is_interruption
-from ctda_sql.lake.cluster import (UNCHANGED, LakeInterrupted, file_errors, gather_results, Published, ranks_text,
-                                  still_running, stop_on_interruption, threads_per_task)
-
-
-
+from ctda_sql.lake.cluster import (
+    UNCHANGED,
+    LakeInterrupted,
+    Published,
+    file_errors,
+    gather_results,
+    ranks_text,
+    still_running,
+    stop_on_interruption,
+    threads_per_task,
+)
 
 # ---- ingest ------------------------------------------------------------------------------------
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import duckdb
 
-from ctda_sql.lake import store as lake
 from ctda_sql.core import sqlfiles
 from ctda_sql.core.connection import duckdb_path
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.ingest.load import IngestResult, derive_trace
+from ctda_sql.lake import store as lake
 
 
 @dataclass
@@ -183,9 +183,9 @@ def analyze_rank(lake_dir: str, run: dict, rank: int, methods: list[str], window
     the rank's analysis partitions (earlier results of other methods kept, as analyze does).
     With `cross_rank`, the result holds the rank's events that the run's cross-rank task
     reads (sql/lake/cross_rank_events.sql), as an Arrow table."""
+    from ctda_sql.core.transaction import transaction
     from ctda_sql.engine.analyze import METHODS, AnalysisSettings, run_stages
     from ctda_sql.engine.crossrank import per_rank_methods
-    from ctda_sql.core.transaction import transaction
 
     root = Path(lake_dir)
     con = _warehouse(threads, "analysis", "crossrank", "lake")
@@ -254,8 +254,8 @@ def cross_rank_run(lake_dir: str, run: dict, ranks: list[int], threads: int,
     parallel and only the matching and the joined path wait for all ranks. Publishes each
     rank's cross-rank partitions, traces (clock offsets) and the cross-rank path's files
     beside the per-rank paths."""
-    from ctda_sql.engine.crossrank import METHOD, analyze_cross_rank
     from ctda_sql.core.transaction import transaction
+    from ctda_sql.engine.crossrank import METHOD, analyze_cross_rank
 
     root = Path(lake_dir)
     con = _warehouse(threads, "crossrank", "lake")

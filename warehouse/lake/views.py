@@ -15,7 +15,6 @@ from ctda_sql.core.quoting import quote_identifier, quote_literal
 from ctda_sql.lake.integrity import LakeCheck, check_lake, warning_lines
 from ctda_sql.lake.store import PARTITIONED, RUNS_FILE, TMP, lake_path, read_runs
 
-
 # ---- reading -------------------------------------------------------------------------------
 
 def _literal(path: Path, pattern: str = "") -> str:
@@ -113,8 +112,8 @@ def open_lake(lake_dir: str | Path, for_sql: str | None = None, safe: bool = Fal
     macros_for: the only SQL a one-shot command will run (see connection.connect): only the
     macros it names are made, and no COMMENTs, which only a browsing session reads (the two
     would be about half of what an open costs)."""
-    from ctda_sql.core.connection import connect, lock_out_files
     from ctda_sql.core import sqlfiles
+    from ctda_sql.core.connection import connect, lock_out_files
 
     lake = lake_path(lake_dir, must_exist=True)
     import sys

@@ -18,17 +18,15 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.lexers import PygmentsLexer
 from pygments.lexers.sql import PostgresLexer
 
+from ctda_sql.cli.output import default_format, render, table_width, write_cursor
 from ctda_sql.core.config import Config, load_config
 from ctda_sql.core.connection import open_session, resolve_db_path
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.core.terminal import is_tty
-from ctda_sql.cli.output import default_format, render, table_width, write_cursor
-
 from ctda_sql.shell.catalog import Catalog
 from ctda_sql.shell.commands import command_attaches, command_writes, is_dot_command, run_dot_command
 from ctda_sql.shell.completion import WarehouseCompleter
-from ctda_sql.shell.runner import (QueryCancelled, StatementFailed, error_lines, interruptible, run_sql,
-                                  split_statements)
+from ctda_sql.shell.runner import QueryCancelled, StatementFailed, error_lines, interruptible, run_sql, split_statements
 from ctda_sql.shell.state import Result, Script, ShellState
 
 HISTORY_ENV = "CTDA_HISTORY"

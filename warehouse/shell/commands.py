@@ -14,11 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctda_sql.core import sqlfiles
-from ctda_sql.core.errors import CtdaError
 from ctda_sql.cli.options import ANALYZE_OPTIONS, INGEST_OPTIONS, analysis_settings, command_parser, ingest_analysis
 from ctda_sql.cli.output import FORMATS
-
+from ctda_sql.core import sqlfiles
+from ctda_sql.core.errors import CtdaError
 from ctda_sql.shell.runner import READ_ONLY_MESSAGE, interruptible
 from ctda_sql.shell.state import Result, Script, ShellState
 

@@ -11,7 +11,6 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion, Path
 from prompt_toolkit.document import Document
 
 from ctda_sql.cli.options import ANALYZE_METHODS, ANALYZE_OPTIONS
-
 from ctda_sql.shell import commands
 from ctda_sql.shell.catalog import Catalog
 

@@ -8,7 +8,6 @@ from collections.abc import Callable
 import duckdb
 
 from ctda_sql.core.errors import CtdaError, first_line, position_lines
-
 from ctda_sql.shell.state import ShellState
 
 READ_ONLY_MESSAGE = "the database is open read-only"

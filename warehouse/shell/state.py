@@ -10,9 +10,9 @@ from typing import TextIO
 
 import duckdb
 
+from ctda_sql.cli.output import DEFAULT_TABLE_ROWS, TextStyle
 from ctda_sql.core.connection import attached
 from ctda_sql.core.errors import CtdaError
-from ctda_sql.cli.output import DEFAULT_TABLE_ROWS, TextStyle
 
 
 @dataclass

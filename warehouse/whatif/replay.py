@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow as pa
 
 from ctda_sql.core import stages
-from ctda_sql.engine.analyze import run_id_or_all
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.core.transaction import transaction
+from ctda_sql.engine.analyze import run_id_or_all
 from ctda_sql.whatif.changes import Scale, Scenario  # noqa: F401  (part of this module's API)
 from ctda_sql.whatif.graph import Coupling, Graph, StreamCarry, WindowChain, column, first_rows
 
