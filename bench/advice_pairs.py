@@ -1,5 +1,5 @@
 """The advice pairs table (docs/advice.md): for each recorded before/after pair of
-tests/test_advice.py, the top finding on the 'before' run, its predicted saving (advise, on the
+tests/advice/test_advice.py, the top finding on the 'before' run, its predicted saving (advise, on the
 first repetition), the measured saving (median step of the 3 'before' runs minus that of the 3
 'after' runs) and the runs' noise (the larger spread of the repetitions), and advise's time.
 

@@ -44,7 +44,7 @@ Each trace's traceName is its file's own name (scripts/trace_files.py); multi-ra
 write `rank-0.json.gz` and `rank-1.json.gz` into their folder (the rank is also in the
 trace's distributedInfo). The committed traces were recorded on one H100 with torch
 2.11.0+cu130 and NCCL 2.28.9 (all runs in 69 s), but `pipeline_nccl` on one H200 with the
-same torch and NCCL (13 s); tests/test_engine_cuda_parallel.py reads them.
+same torch and NCCL (13 s); tests/engine/test_engine_cuda_parallel.py reads them.
 """
 
 from __future__ import annotations

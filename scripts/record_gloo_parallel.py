@@ -3,7 +3,7 @@
 
     /work/torchenv/bin/python scripts/record_gloo_parallel.py [--out tests/data/gloo] [--only NAME] [--repeat K]
 
-The what-if pairs of tests/test_whatif_parallel.py were recorded on an idle machine with
+The what-if pairs of tests/whatif/test_whatif_parallel.py were recorded on an idle machine with
 `--out tests/data/gloo_pairs --only pipeline --only pipeline_slow --repeat 3 --active 10`.
 
 Two ranks are spawned with torch.multiprocessing on the gloo backend over 127.0.0.1, with

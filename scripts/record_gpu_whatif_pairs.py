@@ -1,5 +1,5 @@
 """Record pairs of small real CUDA training traces with a known change between them, to
-validate `ctda-sql whatif` on GPU work against measured truth (tests/test_whatif_pairs.py).
+validate `ctda-sql whatif` on GPU work against measured truth (tests/whatif/test_whatif_pairs.py).
 
 Run on a machine with a GPU (torch is never a project dependency):
     python3 scripts/record_gpu_whatif_pairs.py [--out tests/data/whatif]

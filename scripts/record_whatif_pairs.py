@@ -1,5 +1,5 @@
 """Record pairs of small real CPU PyTorch training traces with a known change between them,
-to validate `ctda-sql whatif` against measured truth (tests/test_whatif_pairs.py).
+to validate `ctda-sql whatif` against measured truth (tests/whatif/test_whatif_pairs.py).
 
 Run with a Python that has torch (never a project dependency):
     /work/torch-venv/bin/python scripts/record_whatif_pairs.py [--out tests/data/whatif]

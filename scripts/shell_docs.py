@@ -1,5 +1,5 @@
 """docs/shell.md's dot-command table, generated from the command registry (as `.help` and
-`ctda-sql shell --help` are). `python scripts/shell_docs.py` rewrites it; tests/test_docs.py fails
+`ctda-sql shell --help` are). `python scripts/shell_docs.py` rewrites it; tests/unit/test_docs.py fails
 when the file and the registry drift apart."""
 
 from __future__ import annotations

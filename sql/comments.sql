@@ -1,7 +1,7 @@
 -- Descriptions of every warehouse table and column (the contract, sql/schema/), shown by `.schema
 -- TABLE`, in completion and by any DuckDB client (duckdb_tables(), duckdb_columns()).
 -- Applied when the database is created or a described column has none (warehouse/core/connection.py,
--- PUBLIC_TABLES); tests/test_column_comments.py fails for a table or column left without one.
+-- PUBLIC_TABLES); tests/unit/test_column_comments.py fails for a table or column left without one.
 COMMENT ON TABLE runs IS 'one row per ingested run (a job: one or more rank files)';
 COMMENT ON COLUMN runs.run_id IS 'run key';
 COMMENT ON COLUMN runs.name IS 'run name (--run, else the folder or file name)';

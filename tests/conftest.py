@@ -98,7 +98,7 @@ def shared_traces() -> Path:
 
 @pytest.fixture(scope="module")
 def p2p_db(tmp_path_factory):
-    """The hand-made send/recv pair of tests/test_crossrank_parallel.py, analysed: run `buffered`
+    """The hand-made send/recv pair of tests/engine/test_crossrank_parallel.py, analysed: run `buffered`
     (the send returns before its receiver arrives) and `rendezvous` (it waits for it)."""
     root = tmp_path_factory.mktemp("p2p")
     con = analysed_db(root / "p2p.duckdb", {name: [p2p_job(root / name, name == "buffered")]

@@ -1,4 +1,4 @@
-"""A digest of every result table, per run: what tests/test_result_golden.py compares with the
+"""A digest of every result table, per run: what tests/engine/test_result_golden.py compares with the
 digests kept in tests/data/result_digests.json, so that a change meant only to be faster
 (issue 32) cannot change one row of a critical path, a node, an edge or a what-if replay
 unnoticed.

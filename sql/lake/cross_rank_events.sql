@@ -7,7 +7,7 @@
 -- runtime call), with the columns those stages use. Each rank's analyze task selects them
 -- from the events it has loaded and hands them to the run's task as its result, so that task
 -- need not read them back from every rank's events files.
--- tests/test_lake.py checks that the lake's cross-rank results equal the database's.
+-- tests/lake/test_lake.py checks that the lake's cross-rank results equal the database's.
 SELECT run_id, rank, event_id, name, cat, ph, ts_us, dur_us, pid, tid, correlation, args
 FROM events
 WHERE ph = 'X'

@@ -8,7 +8,7 @@
 -- sync markers. The one definition the engine and every analysis use.
 -- IN lists of at most four names: DuckDB plans a longer one as a hash (MARK) join, which
 -- costs ingest's events insert its parallel, order-keeping plan (sql/ingest/event_rows.sql calls
--- is_device_category; tests/test_ingest.py checks the plan).
+-- is_device_category; tests/ingest/test_ingest.py checks the plan).
 CREATE OR REPLACE TEMP MACRO is_gpu_work(cat) AS
     cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'mtia_ccp_events')
     OR cat IN ('mtia_kernel', 'Kernel', 'Memcpy', 'Memset');

@@ -1,7 +1,7 @@
 -- The INSERT INTO wi_coupled_gates of sql/whatif/cluster_apply.sql as it was at 4aa6593, before
 -- issue 32 replaced its joins of every call with every window of its rank and every node of its
 -- lane. Its rows go to a table of their own (old_cluster_gates) instead of wi_coupled_gates.
--- tests/test_result_digest.py runs it on the same temp tables as the new statement and
+-- tests/engine/test_result_digest.py runs it on the same temp tables as the new statement and
 -- compares the rows. Verbatim but for the table's name: do not edit it to follow the engine.
 CREATE OR REPLACE TEMP TABLE old_cluster_gates AS
 WITH calls AS (

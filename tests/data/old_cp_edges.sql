@@ -1,6 +1,6 @@
 -- The cp_edges statement of sql/analysis/40_edges.sql as it was at 24fb93e, before issue 32
 -- replaced its sync_candidates range join (every sync compared with every GPU node of its
--- step) with positions from one ordered pass. tests/test_result_digest.py runs it after
+-- step) with positions from one ordered pass. tests/engine/test_result_digest.py runs it after
 -- `analyze`, on the same temp tables, and compares its rows with the new statement's.
 -- Verbatim but for the table's name: do not edit it to follow the engine.
 CREATE OR REPLACE TEMP TABLE old_cp_edges AS

@@ -1,6 +1,6 @@
 -- The cp_node_events macro of sql/analysis/60_counted.sql as it was at 341b77a, before issue
 -- 32 replaced its python-frame range join on the thread (every CPU node compared with every
--- frame of its thread) with positions from one ordered pass. tests/test_result_digest.py
+-- frame of its thread) with positions from one ordered pass. tests/engine/test_result_digest.py
 -- makes it after `analyze`, beside the new macro on the same temp tables, and compares the
 -- rows of both. Verbatim but for the macro's name: do not edit it to follow the engine.
 CREATE OR REPLACE TEMP MACRO old_cp_node_events(counted_only) AS TABLE

@@ -1,6 +1,6 @@
 -- The cp_segments statement of sql/analysis/60_counted.sql as it was at ab2bb27, before issue
 -- 32 replaced its `running` range join (quadratic in a non-nested window's members) with a
--- sweep. tests/test_result_digest.py runs it after `analyze`, on the same temp tables
+-- sweep. tests/engine/test_result_digest.py runs it after `analyze`, on the same temp tables
 -- (cp_points, cp_path_members, cp_counted_windows), and compares its rows with the new
 -- statement's. Verbatim but for the table's name: do not edit it to follow the engine.
 CREATE OR REPLACE TEMP TABLE old_cp_segments AS

@@ -1,7 +1,7 @@
 -- The cr_gates statement of sql/crossrank/30_path.sql as it was at 4aa6593, before issue 32
 -- replaced its joins of every collective with every window of its rank and with every path row
 -- of its step.
--- tests/test_result_digest.py runs it on the same temp tables as the new statement and
+-- tests/engine/test_result_digest.py runs it on the same temp tables as the new statement and
 -- compares the rows. Verbatim but for the table's name: do not edit it to follow the engine.
 CREATE OR REPLACE TEMP TABLE old_cr_gates AS
 WITH waited AS (

@@ -1,7 +1,7 @@
 -- The cr_kernels statement of sql/crossrank/10_instances.sql as it was at 4aa6593, before issue
 -- 32 replaced its join of every NCCL kernel with every call of its launch's thread with
 -- positions from one ordered pass.
--- tests/test_result_digest.py runs it on the same temp tables as the new statement and
+-- tests/engine/test_result_digest.py runs it on the same temp tables as the new statement and
 -- compares the rows. Verbatim but for the table's name: do not edit it to follow the engine.
 CREATE OR REPLACE TEMP TABLE old_cr_kernels AS
 WITH kernels AS (

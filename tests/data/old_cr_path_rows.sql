@@ -1,6 +1,6 @@
 -- The cr_path_rows statement of sql/crossrank/30_path.sql as it was at 4aa6593, before issue 32
 -- replaced its join of every hop with every path row of its rank's step.
--- tests/test_result_digest.py runs it on the same temp tables as the new statement and
+-- tests/engine/test_result_digest.py runs it on the same temp tables as the new statement and
 -- compares the rows. Verbatim but for the table's name: do not edit it to follow the engine.
 CREATE OR REPLACE TEMP TABLE old_cr_path_rows AS
 WITH clipped AS (

@@ -1,7 +1,7 @@
 -- The wi_collectives statement of sql/whatif/20_collectives.sql as it was at aa51275, before issue 32
 -- replaced its `annotated` join (every NCCL kernel without metadata with every nccl:/gloo:
 -- annotation of its launch's thread) by positions from one ordered pass.
--- tests/test_result_digest.py runs it on the same temp tables as the new statement and
+-- tests/engine/test_result_digest.py runs it on the same temp tables as the new statement and
 -- compares the rows. Verbatim but for the table's name: do not edit it to follow the engine.
 CREATE OR REPLACE TEMP TABLE old_wi_collectives AS
 WITH run_ranks AS (

@@ -1,7 +1,7 @@
 -- The wi_coupled_gates statement of sql/whatif/45_coupling.sql as it was at 4aa6593, before
 -- issue 32 replaced its `candidates` join (every gloo or synchronous collective with every CPU
 -- node of its rank) with positions from one ordered pass.
--- tests/test_result_digest.py runs it on the same temp tables as the new statement and
+-- tests/engine/test_result_digest.py runs it on the same temp tables as the new statement and
 -- compares the rows. Verbatim but for the table's name: do not edit it to follow the engine.
 CREATE OR REPLACE TEMP TABLE old_wi_coupled_gates AS
 WITH lane_nodes AS (

@@ -1,7 +1,7 @@
 -- The wi_edge_times statement of sql/whatif/15_graph.sql as it was at c1f5625, before issue
 -- 32 replaced its sync_dependencies join (every wait return with every GPU node of its window
 -- that ended before it) with a running arg_max per stream and an ASOF join.
--- tests/test_result_digest.py runs it after `whatif`, on the same temp tables, and compares
+-- tests/engine/test_result_digest.py runs it after `whatif`, on the same temp tables, and compares
 -- its rows with the new statement's. Verbatim but for the table's name.
 CREATE OR REPLACE TEMP TABLE old_wi_edge_times AS
 WITH sync_dependencies AS (

@@ -1,7 +1,7 @@
 -- The wi_inferred_waits statement of sql/whatif/30_work_factors.sql as it was at aa51275, before issue 32
 -- replaced its `lane_ops` join (every window of a thread with every cpu_op of the thread) and
 -- its `waits` join (every gap with every event of the rank's changed threads) by ordered passes.
--- tests/test_result_digest.py runs it on the same temp tables as the new statement and
+-- tests/engine/test_result_digest.py runs it on the same temp tables as the new statement and
 -- compares the rows. Verbatim but for the table's name: do not edit it to follow the engine.
 CREATE OR REPLACE TEMP TABLE old_wi_inferred_waits AS
 -- only a producer whose own lane the scenario changed can shorten a wait (launch-queue waits

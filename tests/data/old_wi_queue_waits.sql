@@ -1,6 +1,6 @@
 -- The wi_queue_waits statement of sql/whatif/15_graph.sql as it was at aa51275, before issue 32
 -- replaced its `waits` join (every slow launch with every window of its rank) by positions.
--- tests/test_result_digest.py runs it on the same temp tables as the new statement and
+-- tests/engine/test_result_digest.py runs it on the same temp tables as the new statement and
 -- compares the rows. Verbatim but for the table's name: do not edit it to follow the engine.
 CREATE OR REPLACE TEMP TABLE old_wi_queue_waits AS
 WITH launches AS (

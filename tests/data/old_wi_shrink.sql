@@ -1,6 +1,6 @@
 -- The wi_shrink statement of sql/whatif/30_work_factors.sql as it was at aa51275, before issue 32
 -- replaced its NOT EXISTS (every wait with every changed stretch of its lane) by an ordered pass.
--- tests/test_result_digest.py runs it on the same temp tables as the new statement and
+-- tests/engine/test_result_digest.py runs it on the same temp tables as the new statement and
 -- compares the rows. Verbatim but for the table's name: do not edit it to follow the engine.
 CREATE OR REPLACE TEMP TABLE old_wi_shrink AS
 -- The wait shortens by the time removed on the producer's lane since the reference (the

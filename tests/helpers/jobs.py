@@ -1,5 +1,5 @@
 """Multi-rank jobs: the recorded gloo runs, hand-made all-reduce jobs with a late rank
-(tests/test_crossrank.py), a 1F1B pipeline and a send/recv pair (tests/test_crossrank_parallel.py
+(tests/engine/test_crossrank.py), a 1F1B pipeline and a send/recv pair (tests/engine/test_crossrank_parallel.py
 derives their paths), and a shared-link cluster file."""
 
 from __future__ import annotations
@@ -59,9 +59,9 @@ TRANSFER_US = 10.0
 
 
 def staged_pipeline_job(folder: Path, stage_us: dict[int, float], slow_us: float) -> Path:
-    """Two ranks' traces of one 1F1B step as tests/test_crossrank_parallel.py derives it: stage
+    """Two ranks' traces of one 1F1B step as tests/engine/test_crossrank_parallel.py derives it: stage
     s's forward and backward take stage_us[s], and stage 1 sleeps slow_us in `slow_stage` before
-    each forward (an annotation with no op inside; tests/test_whatif_parallel.py removes it)."""
+    each forward (an annotation with no op inside; tests/whatif/test_whatif_parallel.py removes it)."""
     folder.mkdir(parents=True, exist_ok=True)
     b = {rank: TraceBuilder(rank=rank, world_size=2, pid=2000 + rank) for rank in (0, 1)}
     lane = {rank: b[rank].thread(200 + rank, "pt_main_thread") for rank in (0, 1)}
@@ -117,7 +117,7 @@ def p2p_call(builder: TraceBuilder, lane, kind: str, peer: int, ts: float, done:
 
 
 def p2p_job(folder: Path, buffered: bool) -> Path:
-    """Write the two ranks' traces of the send/recv pair tests/test_crossrank_parallel.py derives
+    """Write the two ranks' traces of the send/recv pair tests/engine/test_crossrank_parallel.py derives
     (buffered: the send returns 7 us after it is posted; else when the transfer is done)."""
     folder.mkdir(parents=True, exist_ok=True)
     # (rank 1's trace is the same in both versions but for its pid: ingest skips a file it has)

@@ -1,4 +1,4 @@
-"""The package's modules and what each imports (tests/test_layers.py, tests/test_packaging.py)."""
+"""The package's modules and what each imports (tests/unit/test_layers.py, tests/unit/test_packaging.py)."""
 
 from __future__ import annotations
 

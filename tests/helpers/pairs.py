@@ -1,4 +1,4 @@
-"""Hand-made pairs of runs that differ by one part (tests/test_path_diff.py derives their diffs)."""
+"""Hand-made pairs of runs that differ by one part (tests/advice/test_path_diff.py derives their diffs)."""
 
 from __future__ import annotations
 

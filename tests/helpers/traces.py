@@ -1,4 +1,4 @@
-"""Hand-made traces of one job: the method paper's figures 1 and 2 (tests/test_engine_figures.py
+"""Hand-made traces of one job: the method paper's figures 1 and 2 (tests/engine/test_engine_figures.py
 derives their answers), figure 1 as two ranks, a two-step training step, and a trace big enough
 to interrupt."""
 

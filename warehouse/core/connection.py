@@ -95,7 +95,7 @@ def _create_schema_and_macros(con: duckdb.DuckDBPyConnection, path: Path, read_o
             con.execute(needed)
 
 
-# Every statement of sql/macros starts a line with this (tests/test_macros_lazy.py checks it).
+# Every statement of sql/macros starts a line with this (tests/unit/test_macros_lazy.py checks it).
 _MACRO_START = re.compile(r"^CREATE OR REPLACE TEMP (?:MACRO|VIEW) ([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -208,7 +208,7 @@ def _limit_memory(con: duckdb.DuckDBPyConnection) -> None:
 
 
 # Every table of the warehouse, each with a COMMENT on it and on every column (sql/comments.sql;
-# tests/test_column_comments.py fails for a table missing here). Not `experiments`: `meta load`
+# tests/unit/test_column_comments.py fails for a table missing here). Not `experiments`: `meta load`
 # re-creates it with the user's columns, which have no comment, and drops the table's own, so
 # checking it would report them after every load and re-run comments.sql; comments.sql still
 # describes the table and its key column `run` whenever it runs.

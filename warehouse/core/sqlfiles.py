@@ -44,7 +44,7 @@ def parameterized_statements(sql_text: str) -> tuple[tuple[str, frozenset[str]],
     Split by text, not by DuckDB's parser: extract_statements would parse the whole file only
     for con.execute to parse each statement again, in every `ctda-sql analyze` process.
     Our stage files end each statement with `;` at the end of a code line and name
-    parameters as $name; tests/test_sql_files.py checks the split equals DuckDB's for every
+    parameters as $name; tests/unit/test_sql_files.py checks the split equals DuckDB's for every
     file that runs through here."""
     statements, current = [], []
     for line in sql_text.splitlines(keepends=True):

@@ -152,7 +152,7 @@ def _event_rows(con, parsed, run: dict):
 
 # Event columns the engine (sql/analysis, sql/crossrank) never reads: an analyze task leaves
 # them in their files, which saves much of the time to load a rank's events
-# (tests/test_lake.py::test_the_engine_reads_no_event_column_the_lake_leaves_out).
+# (tests/lake/test_lake.py::test_the_engine_reads_no_event_column_the_lake_leaves_out).
 ENGINE_UNREAD_EVENT_COLUMNS = ("extra", "ts_raw")
 
 
