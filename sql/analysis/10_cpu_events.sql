@@ -1,8 +1,8 @@
 -- reads: events, steps, threads
--- makes: cp_prefix_annotations(run_id, rank, event_id, name, ts_us, end_us, nested)
+-- makes: _cp_prefix_annotations(run_id, rank, event_id, name, ts_us, end_us, nested)
 -- makes: cp_nested_windows(nested_count)
 -- makes: cp_windows(run_id, rank, step, name, start_us, end_us, extends_to_device_end)
--- makes: cp_lanes(run_id, rank, pid, tid, role)
+-- makes: _cp_lanes(run_id, rank, pid, tid, role)
 -- makes: cp_ops(run_id, rank, event_id, name, cat, pid, tid, ts_us, end_us, correlation, role,
 --               is_python, is_top, top_event_id)
 -- makes: cp_gpu_ops(run_id, rank, event_id, name, cat, stream, ts_us, end_us, correlation,
@@ -17,7 +17,7 @@
 -- One window per ProfilerStep (steps partition the timeline: see sql/ingest/steps.sql), or
 -- per outermost annotation starting with $window_prefix (one nested in another of the same
 -- prefix on its thread is not a window of its own: cp_nested_windows counts them for a warning).
-CREATE OR REPLACE TEMP TABLE cp_prefix_annotations AS
+CREATE OR REPLACE TEMP TABLE _cp_prefix_annotations AS
 SELECT run_id, rank, event_id, name, ts_us, end_us,
        ts_us < coalesce(max(end_us) OVER (
            PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, end_us DESC, event_id
@@ -27,7 +27,7 @@ WHERE $window_prefix IS NOT NULL AND ($run_id IS NULL OR run_id = $run_id)
   AND ph = 'X' AND starts_with(name, $window_prefix) AND NOT is_device_category(cat);
 
 CREATE OR REPLACE TEMP TABLE cp_nested_windows AS
-SELECT count(*) AS nested_count FROM cp_prefix_annotations WHERE nested;
+SELECT count(*) AS nested_count FROM _cp_prefix_annotations WHERE nested;
 
 -- extends_to_device_end: an annotation window runs on to the end of the device work
 -- launched inside it; a step's end already says where the next step starts.
@@ -39,11 +39,11 @@ UNION ALL
 SELECT run_id, rank,
        row_number() OVER (PARTITION BY run_id, rank ORDER BY ts_us, event_id) AS step,
        name, ts_us, end_us, true
-FROM cp_prefix_annotations
+FROM _cp_prefix_annotations
 WHERE NOT nested;
 
 -- Threads that form the logical CPU thread; pollers and helpers stay out.
-CREATE OR REPLACE TEMP TABLE cp_lanes AS
+CREATE OR REPLACE TEMP TABLE _cp_lanes AS
 SELECT run_id, rank, pid, tid, role
 FROM threads
 WHERE role IN ('main', 'autograd')
@@ -58,7 +58,7 @@ WITH lane_events AS NOT MATERIALIZED (
     SELECT e.run_id, e.rank, e.event_id, e.name, e.cat, e.pid, e.tid, e.ts_us, e.end_us,
            e.correlation, l.role, e.cat = 'python_function' AS is_python
     FROM events AS e
-    JOIN cp_lanes AS l USING (run_id, rank, pid, tid)
+    JOIN _cp_lanes AS l USING (run_id, rank, pid, tid)
     WHERE e.ph = 'X' AND e.dur_us IS NOT NULL
       AND (is_cpu_op_event(e.cat, e.name) OR e.cat = 'python_function' OR is_runtime_category(e.cat))
 ),
@@ -111,7 +111,7 @@ WHERE g.ph = 'X' AND is_gpu_work(g.cat) AND g.dur_us IS NOT NULL
 CREATE OR REPLACE TEMP TABLE cp_annotations AS
 SELECT e.run_id, e.rank, e.name, e.ts_us, e.end_us
 FROM events AS e
-JOIN cp_lanes AS l USING (run_id, rank, pid, tid)
+JOIN _cp_lanes AS l USING (run_id, rank, pid, tid)
 WHERE e.ph = 'X' AND is_annotation_event(e.cat, e.name) AND NOT starts_with(e.name, 'ProfilerStep#');
 
 -- Collectives gloo runs on its worker threads: `gloo:*` annotations on a thread outside the
@@ -124,5 +124,5 @@ SELECT e.run_id, e.rank, e.event_id, e.name, e.cat, e.pid, e.tid, e.ts_us, e.end
 FROM events AS e
 WHERE e.ph = 'X' AND is_annotation_event(e.cat, e.name) AND starts_with(e.name, 'gloo:') AND e.dur_us IS NOT NULL
   AND (e.run_id, e.rank) IN (SELECT DISTINCT run_id, rank FROM cp_windows)
-  AND NOT EXISTS (SELECT 1 FROM cp_lanes AS l
+  AND NOT EXISTS (SELECT 1 FROM _cp_lanes AS l
                   WHERE l.run_id = e.run_id AND l.rank = e.rank AND l.pid = e.pid AND l.tid = e.tid);

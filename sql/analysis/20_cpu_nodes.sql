@@ -1,9 +1,9 @@
 -- reads: cp_ops, cp_gpu_ops, cp_windows, cp_annotations, phase_rules, cp_comm_ops
--- makes: cp_syncs(run_id, rank, top_event_id, event_id, name, correlation, pid, tid, sync_start_us,
+-- makes: _cp_syncs(run_id, rank, top_event_id, event_id, name, correlation, pid, tid, sync_start_us,
 --                 sync_end_us, copy_gpu_event_id, sync_seq)
--- makes: cp_tops(run_id, rank, step, event_id, name, pid, tid, role, ts_us, end_us, launch_stream,
+-- makes: _cp_tops(run_id, rank, step, event_id, name, pid, tid, role, ts_us, end_us, launch_stream,
 --                sync_start_us, sync_end_us, has_sync, annotations, node_part_end_us)
--- makes: cp_top_phases(run_id, rank, event_id, phase)
+-- makes: _cp_top_phases(run_id, rank, event_id, phase)
 -- makes: cp_comm_waits(run_id, rank, event_id, comm_event_id, comm_end_us)
 -- makes: cp_top_nodes(run_id, rank, step, event_id, name, pid, tid, role, ts_us, end_us,
 --                     launch_stream, sync_start_us, sync_end_us, has_sync, annotations,
@@ -22,7 +22,7 @@
 -- it ends where the (first) sync returns, and the rest of the top-level event after each
 -- sync is a node of its own (a wait return, below), which the GPU work the sync waited for
 -- gates through a sync edge.
-CREATE OR REPLACE TEMP TABLE cp_syncs AS
+CREATE OR REPLACE TEMP TABLE _cp_syncs AS
 SELECT o.run_id, o.rank, o.top_event_id, o.event_id, o.name, o.correlation, o.pid, o.tid,
        o.ts_us AS sync_start_us, o.end_us AS sync_end_us,
        coalesce(blocking_copy.event_id, -1) AS copy_gpu_event_id,
@@ -35,7 +35,7 @@ LEFT JOIN cp_gpu_ops AS blocking_copy
 WHERE NOT o.is_python AND (is_blocking_sync_call(o.name) OR blocking_copy.event_id IS NOT NULL)
 QUALIFY row_number() OVER (PARTITION BY o.run_id, o.rank, o.event_id ORDER BY blocking_copy.event_id) = 1;
 
-CREATE OR REPLACE TEMP TABLE cp_tops AS
+CREATE OR REPLACE TEMP TABLE _cp_tops AS
 WITH tops AS (
     SELECT o.run_id, o.rank, w.step, o.event_id, o.name, o.pid, o.tid, o.role, o.ts_us, o.end_us
     FROM cp_ops AS o
@@ -50,7 +50,7 @@ launches AS (
 ),
 first_sync AS (
     SELECT run_id, rank, top_event_id, sync_start_us, sync_end_us
-    FROM cp_syncs WHERE sync_seq = 1
+    FROM _cp_syncs WHERE sync_seq = 1
 ),
 window_annotations AS (
     -- each annotation under every window it touches, so that the containment join below pairs
@@ -81,9 +81,9 @@ LEFT JOIN context AS c ON c.run_id = t.run_id AND c.rank = t.rank AND c.event_id
 
 -- Phase of each top-level event: the matching rule with the lowest priority. Patterns are
 -- matched once per distinct (name, annotations, role), not per event: far fewer regexes.
-CREATE OR REPLACE TEMP TABLE cp_top_phases AS
+CREATE OR REPLACE TEMP TABLE _cp_top_phases AS
 WITH kinds AS (
-    SELECT DISTINCT name, annotations, role FROM cp_tops
+    SELECT DISTINCT name, annotations, role FROM _cp_tops
 ),
 classified AS (
     SELECT k.name, k.annotations, k.role, arg_min(r.phase, r.priority) AS phase
@@ -95,7 +95,7 @@ classified AS (
     GROUP BY ALL
 )
 SELECT t.run_id, t.rank, t.event_id, c.phase
-FROM cp_tops AS t
+FROM _cp_tops AS t
 JOIN classified AS c USING (name, annotations, role);
 
 -- Waits on gloo executions (cp_comm_ops) with nothing recorded: DDP's reducer waiting for its
@@ -113,7 +113,7 @@ WITH resumes AS (
         SELECT run_id, rank, event_id, ts_us,
                max(end_us) OVER (PARTITION BY run_id, rank ORDER BY ts_us, event_id
                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS idle_from_us
-        FROM cp_tops
+        FROM _cp_tops
     )
     WHERE ts_us > idle_from_us
 ),
@@ -145,8 +145,8 @@ WITH ordered AS (
            lag(t.tid) OVER w AS prev_tid,
            lag(coalesce(p.phase, 'Other')) OVER w AS prev_phase,
            coalesce(lag(t.has_sync) OVER w, false) OR cw.event_id IS NOT NULL AS after_wait
-    FROM cp_tops AS t
-    LEFT JOIN cp_top_phases AS p USING (run_id, rank, event_id)
+    FROM _cp_tops AS t
+    LEFT JOIN _cp_top_phases AS p USING (run_id, rank, event_id)
     LEFT JOIN cp_comm_waits AS cw USING (run_id, rank, event_id)
     WINDOW w AS (PARTITION BY t.run_id, t.rank, t.step ORDER BY t.ts_us, t.event_id)
 ),
@@ -184,5 +184,5 @@ SELECT s.run_id, s.rank, t.step, -s.event_id AS cpu_node, s.event_id AS sync_eve
            PARTITION BY s.run_id, s.rank, s.top_event_id ORDER BY s.sync_seq) AS next_sync_start_us,
        lead(s.sync_end_us) OVER (
            PARTITION BY s.run_id, s.rank, s.top_event_id ORDER BY s.sync_seq) AS next_sync_end_us
-FROM cp_syncs AS s
+FROM _cp_syncs AS s
 JOIN cp_top_nodes AS t ON t.run_id = s.run_id AND t.rank = s.rank AND t.event_id = s.top_event_id;

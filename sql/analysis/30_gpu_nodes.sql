@@ -1,5 +1,5 @@
 -- reads: cp_top_nodes, cp_wait_returns, cp_gpu_ops, events, cp_windows, cp_ops, cp_comm_ops
--- makes: cp_cpu_nodes(run_id, rank, step, cpu_node, pid, tid, phase, stream, start_us, end_us,
+-- makes: _cp_cpu_nodes(run_id, rank, step, cpu_node, pid, tid, phase, stream, start_us, end_us,
 --                     label, ends_with_sync, sync_start_us, sync_end_us, last_top_event_id)
 -- makes: cp_gpu_in_window(run_id, rank, event_id, name, cat, stream, ts_us, end_us, correlation,
 --                         launch_event_id, launch_start_us, launch_end_us, launch_enqueued_us,
@@ -7,8 +7,8 @@
 --                         prev_end_on_stream)
 -- makes: cp_sync_events(run_id, rank, correlation, name, stream, wait_on_stream,
 --                       record_correlation)
--- makes: cp_recorded_waits(run_id, rank, source_event_id, target_event_id, inferred)
--- makes: cp_inferred_waits(run_id, rank, source_event_id, target_event_id, inferred)
+-- makes: _cp_recorded_waits(run_id, rank, source_event_id, target_event_id, inferred)
+-- makes: _cp_inferred_waits(run_id, rank, source_event_id, target_event_id, inferred)
 -- makes: cp_stream_waits(run_id, rank, source_event_id, target_event_id, inferred)
 -- makes: cp_gpu_split(run_id, rank, event_id, name, cat, stream, ts_us, end_us, correlation,
 --                     launch_event_id, launch_start_us, launch_end_us, launch_enqueued_us,
@@ -16,7 +16,7 @@
 --                     prev_end_on_stream, split_no)
 -- makes: cp_carry_ops(run_id, rank, step, event_id, stream, ts_us, end_us, name, cat, phase,
 --                     split_no)
--- makes: cp_comm_in_window(run_id, rank, event_id, name, cat, pid, tid, ts_us, end_us, step)
+-- makes: _cp_comm_in_window(run_id, rank, event_id, name, cat, pid, tid, ts_us, end_us, step)
 -- makes: cp_nodes(node_id, run_id, rank, step, kind, phase, stream, tid, pid, start_us, end_us,
 --                 carry_in, label, ends_with_sync, sync_start_us, sync_end_us, cpu_node, split_no,
 --                 comm_event_id)
@@ -29,7 +29,7 @@
 -- GPU waited: on another stream, or, with $split_starved, for its own launch), carry-in
 -- nodes, and the numbering of all nodes of a window.
 
-CREATE OR REPLACE TEMP TABLE cp_cpu_nodes AS
+CREATE OR REPLACE TEMP TABLE _cp_cpu_nodes AS
 SELECT run_id, rank, step, cpu_node,
        any_value(pid) AS pid, any_value(tid) AS tid, any_value(phase) AS phase,
        arg_min(launch_stream, logical_seq) FILTER (WHERE launch_stream IS NOT NULL) AS stream,
@@ -86,7 +86,7 @@ WHERE e.ph = 'X' AND e.cat = 'cuda_sync'
 -- Cross-stream waits recorded by cudaStreamWaitEvent (cuda_sync 'Stream Wait Event'):
 -- the source is the last op launched on the recording stream before cudaEventRecord,
 -- the target the first op launched on the waiting stream after cudaStreamWaitEvent.
-CREATE OR REPLACE TEMP TABLE cp_recorded_waits AS
+CREATE OR REPLACE TEMP TABLE _cp_recorded_waits AS
 WITH waits AS (
     SELECT s.run_id, s.rank, s.stream AS waiting_stream, s.wait_on_stream,
            rec.ts_us AS record_ts_us, call.ts_us AS wait_call_ts_us
@@ -118,7 +118,7 @@ GROUP BY ALL;
 -- hand-off: a tenth of the wait, at least $wait_gap_us (hand-offs measured at 1-11 us) and
 -- at most $wait_gap_max_us (beyond it, unrelated ends become likely by chance). docs/method.md
 -- has the measurements. `--wait-gap-us N` makes the tolerance N whatever the wait.
-CREATE OR REPLACE TEMP TABLE cp_inferred_waits AS
+CREATE OR REPLACE TEMP TABLE _cp_inferred_waits AS
 WITH waited AS (
     SELECT k.run_id, k.rank, k.event_id, k.stream, k.ts_us, k.launch_start_us,
            least($wait_gap_max_us, greatest($wait_gap_us, $wait_gap_ratio * (k.ts_us - greatest(
@@ -143,9 +143,9 @@ WHERE o.end_us >= k.ts_us - k.tolerance_us
 GROUP BY k.run_id, k.rank, k.event_id;
 
 CREATE OR REPLACE TEMP TABLE cp_stream_waits AS
-SELECT * FROM cp_recorded_waits
+SELECT * FROM _cp_recorded_waits
 UNION ALL
-SELECT * FROM cp_inferred_waits;
+SELECT * FROM _cp_inferred_waits;
 
 -- Split points: an op that waited on another stream, or (with $split_starved) one whose
 -- launch returned after the stream went idle, so the GPU sat waiting for the CPU.
@@ -197,7 +197,7 @@ FROM bounded;
 
 -- gloo executions (cp_comm_ops) with the window that holds their start: each is a CPU node of
 -- its worker thread, communication whatever the phase rules say (it is a collective's run).
-CREATE OR REPLACE TEMP TABLE cp_comm_in_window AS
+CREATE OR REPLACE TEMP TABLE _cp_comm_in_window AS
 SELECT o.*, w.step
 FROM cp_comm_ops AS o
 ASOF JOIN cp_windows AS w
@@ -211,7 +211,7 @@ WITH all_nodes AS (
     SELECT run_id, rank, step, 'cpu' AS kind, phase, stream, tid, pid, start_us, end_us,
            false AS carry_in, label, ends_with_sync, sync_start_us, sync_end_us,
            cpu_node, NULL::BIGINT AS split_no, NULL::BIGINT AS comm_event_id
-    FROM cp_cpu_nodes
+    FROM _cp_cpu_nodes
     UNION ALL
     SELECT run_id, rank, step, 'gpu', any_value(phase), stream, any_value(launch_tid), NULL,
            min(ts_us), max(end_us), false, arg_min(name, ts_us), false, NULL, NULL, cpu_node, split_no, NULL
@@ -225,7 +225,7 @@ WITH all_nodes AS (
     UNION ALL
     SELECT run_id, rank, step, 'cpu', 'Communication', NULL, tid, pid, ts_us, end_us, false, name, false,
            NULL, NULL, NULL, NULL, event_id
-    FROM cp_comm_in_window
+    FROM _cp_comm_in_window
 )
 SELECT row_number() OVER (
            PARTITION BY run_id, rank, step ORDER BY start_us, kind, cpu_node, stream, split_no, comm_event_id)

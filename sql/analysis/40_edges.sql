@@ -1,7 +1,7 @@
 -- reads: cp_nodes, cp_gpu_split, cp_carry_ops, cp_wait_returns, cp_sync_events, cp_stream_waits,
 --        cp_ops, cp_top_nodes, cp_comm_waits
 -- makes: cp_gpu_node_events(run_id, rank, step, node_id, event_id, name, cat, ts_us, end_us)
--- makes: cp_sync_waits(run_id, rank, step, waiter_node, call_name, copy_event_id, sync_start_us,
+-- makes: _cp_sync_waits(run_id, rank, step, waiter_node, call_name, copy_event_id, sync_start_us,
 --                      sync_end_us, recorded, scope_stream, all_streams)
 -- makes: cp_wait_ends(run_id, rank, step, node_id, wait_end_us)
 -- makes: cp_edges(run_id, rank, step, src, dst, type, inferred, effective_end_us)
@@ -22,7 +22,7 @@ JOIN cp_carry_ops AS c USING (run_id, rank, step, stream, split_no)
 WHERE n.carry_in;
 
 -- Every blocking sync, its scope, and the wait-return node that waited behind it.
-CREATE OR REPLACE TEMP TABLE cp_sync_waits AS
+CREATE OR REPLACE TEMP TABLE _cp_sync_waits AS
 SELECT r.run_id, r.rank, r.step, n.node_id AS waiter_node, r.sync_name AS call_name,
        r.copy_gpu_event_id AS copy_event_id, r.sync_start_us, r.sync_end_us,
        se.correlation IS NOT NULL OR r.copy_gpu_event_id <> -1 AS recorded,
@@ -39,7 +39,7 @@ LEFT JOIN cp_sync_events AS se
 -- Where the wait ended for each wait-return node.
 CREATE OR REPLACE TEMP TABLE cp_wait_ends AS
 SELECT run_id, rank, step, waiter_node AS node_id, max(sync_end_us) AS wait_end_us
-FROM cp_sync_waits
+FROM _cp_sync_waits
 GROUP BY ALL;
 
 CREATE OR REPLACE TEMP TABLE cp_edges AS
@@ -84,7 +84,7 @@ stream_waits AS (
 -- two bounds. A thread's syncs do not overlap, so each node is a candidate of about one
 -- sync per thread: n log n in the step's nodes and syncs.
 sync_waits AS (
-    SELECT row_number() OVER () AS wait_row, * FROM cp_sync_waits
+    SELECT row_number() OVER () AS wait_row, * FROM _cp_sync_waits
 ),
 gpu_ends AS MATERIALIZED (
     SELECT *, (sum(is_node) OVER (PARTITION BY run_id, rank, step ORDER BY end_us, is_node DESC, node_id

@@ -1,9 +1,9 @@
 -- reads: cp_edges, cp_nodes, cp_windows, cp_wait_ends
 -- makes: cp_methods(method)
 -- makes: cp_method_edges(method, run_id, rank, step, src, dst, type, inferred, effective_end_us)
--- makes: cp_choice(method, run_id, rank, step, node_id, pred_id, pred_type)
+-- makes: _cp_choice(method, run_id, rank, step, node_id, pred_id, pred_type)
 -- makes: cp_window_extent(run_id, rank, step, name, start_us, end_us, e2e_end_us)
--- makes: cp_walk(method, run_id, rank, step, node_id, edge_to_next, seq)
+-- makes: _cp_walk(method, run_id, rank, step, node_id, edge_to_next, seq)
 -- makes: cp_counted(method, run_id, rank, step, node_id, edge_to_next, seq, kind, start_us, end_us,
 --                   carry_in, next_node, next_kind, pred_type, window_start_us, e2e_end_us,
 --                   raw_start_us, raw_end_us, launches_next, counted_start_us, counted_end_us)
@@ -24,7 +24,7 @@ WHERE NOT (m.method = 'per_thread' AND e.type = 'cross_thread');
 -- From a CPU node after a blocking sync that waited on still-running GPU work: the GPU
 -- predecessor that ends last; else the CPU predecessor that ends last. From a GPU node:
 -- the predecessor with the latest effective end (GPU end, or end of the first launch).
-CREATE OR REPLACE TEMP TABLE cp_choice AS
+CREATE OR REPLACE TEMP TABLE _cp_choice AS
 SELECT method, run_id, rank, step, dst AS node_id, src AS pred_id, type AS pred_type
 FROM (
     SELECT e.*, row_number() OVER (
@@ -49,7 +49,7 @@ LEFT JOIN cp_nodes AS n
     ON n.run_id = w.run_id AND n.rank = w.rank AND n.step = w.step AND n.kind = 'gpu' AND NOT n.carry_in
 GROUP BY w.run_id, w.rank, w.step, w.name, w.start_us, w.end_us, w.extends_to_device_end;
 
-CREATE OR REPLACE TEMP TABLE cp_walk AS
+CREATE OR REPLACE TEMP TABLE _cp_walk AS
 WITH RECURSIVE
 starts AS (
     -- the node that ends last, GPU work queued past the end of the window aside (it belongs
@@ -72,7 +72,7 @@ walk AS (
     UNION ALL
     SELECT w.method, w.run_id, w.rank, w.step, c.pred_id, w.depth + 1, c.pred_type
     FROM walk AS w
-    JOIN cp_choice AS c
+    JOIN _cp_choice AS c
         ON c.method = w.method AND c.run_id = w.run_id AND c.rank = w.rank AND c.step = w.step
        AND c.node_id = w.node_id
 )
@@ -89,10 +89,10 @@ WITH path AS (
     SELECT p.*, n.kind, n.start_us, n.end_us, n.carry_in,
            lead(p.node_id) OVER w AS next_node, lead(n.kind) OVER w AS next_kind,
            c.pred_type, x.start_us AS window_start_us, x.e2e_end_us
-    FROM cp_walk AS p
+    FROM _cp_walk AS p
     JOIN cp_nodes AS n USING (run_id, rank, step, node_id)
     JOIN cp_window_extent AS x USING (run_id, rank, step)
-    LEFT JOIN cp_choice AS c USING (method, run_id, rank, step, node_id)
+    LEFT JOIN _cp_choice AS c USING (method, run_id, rank, step, node_id)
     WINDOW w AS (PARTITION BY p.method, p.run_id, p.rank, p.step ORDER BY p.seq)
 ),
 raw AS (

@@ -1,12 +1,12 @@
 -- reads: cp_counted, cp_gpu_node_events, cp_comm_ops, cp_nodes, cp_top_nodes, cp_ops,
 --        cp_wait_returns
--- makes: cp_counted_windows(counted_window_id, run_id, rank, step, node_id, counted_start_us,
+-- makes: _cp_counted_windows(counted_window_id, run_id, rank, step, node_id, counted_start_us,
 --                           counted_end_us)
--- makes: cp_path_members(counted_window_id, counted_start_us, counted_end_us, event_id, name, cat,
+-- makes: _cp_path_members(counted_window_id, counted_start_us, counted_end_us, event_id, name, cat,
 --                        ts_us, end_us)
--- makes: cp_points(counted_window_id, t, delta, nesting_order, event_id, ord, depth, next_t)
--- makes: cp_segments(counted_window_id, event_id, length_us)
--- makes: cp_window_event_time(counted_window_id, event_id, name, cat, self_us, inclusive_us)
+-- makes: _cp_points(counted_window_id, t, delta, nesting_order, event_id, ord, depth, next_t)
+-- makes: _cp_segments(counted_window_id, event_id, length_us)
+-- makes: _cp_window_event_time(counted_window_id, event_id, name, cat, self_us, inclusive_us)
 -- makes: cp_event_time(method, run_id, rank, step, node_id, event_id, name, cat, self_us,
 --                      inclusive_us)
 -- makes macro: cp_node_events(counted_only)
@@ -22,7 +22,7 @@
 -- node's events and its window, and the methods' paths share most nodes with the same window
 -- (ctda and per_thread part ways only where the threads hand over). It is the engine's
 -- costliest stage; cp_event_time hands each window's times back to every method holding it.
-CREATE OR REPLACE TEMP TABLE cp_counted_windows AS
+CREATE OR REPLACE TEMP TABLE _cp_counted_windows AS
 SELECT row_number() OVER () AS counted_window_id, *
 FROM (SELECT DISTINCT run_id, rank, step, node_id, counted_start_us, counted_end_us FROM cp_counted);
 
@@ -34,7 +34,7 @@ CREATE OR REPLACE TEMP MACRO cp_node_events(counted_only) AS TABLE
 WITH expanded AS (
     SELECT * FROM cp_nodes
     WHERE NOT counted_only
-       OR (run_id, rank, step, node_id) IN (SELECT run_id, rank, step, node_id FROM cp_counted_windows)
+       OR (run_id, rank, step, node_id) IN (SELECT run_id, rank, step, node_id FROM _cp_counted_windows)
 ),
 -- A CPU node holds the python frames of its thread that start at or after its start and end
 -- by its end. A join on the thread with that range would compare every node with every frame
@@ -106,16 +106,16 @@ SELECT g.run_id, g.rank, g.step, g.node_id, g.event_id, g.name, g.cat, g.ts_us, 
 FROM cp_gpu_node_events AS g
 SEMI JOIN expanded AS n USING (run_id, rank, step, node_id);
 
-CREATE OR REPLACE TEMP TABLE cp_path_members AS
+CREATE OR REPLACE TEMP TABLE _cp_path_members AS
 SELECT c.counted_window_id, c.counted_start_us, c.counted_end_us,
        m.event_id, m.name, m.cat, m.ts_us, m.end_us
-FROM cp_counted_windows AS c
+FROM _cp_counted_windows AS c
 JOIN cp_node_events(true) AS m USING (run_id, rank, step, node_id);
 
-CREATE OR REPLACE TEMP TABLE cp_points AS
+CREATE OR REPLACE TEMP TABLE _cp_points AS
 WITH members AS (
     -- zero-length events execute nothing and would only confuse the nesting
-    SELECT * FROM cp_path_members WHERE end_us > ts_us
+    SELECT * FROM _cp_path_members WHERE end_us > ts_us
 ),
 marks AS (
     -- at one instant: ends before starts; an outer start before an inner one, an inner end first
@@ -126,10 +126,10 @@ marks AS (
     FROM members
     UNION ALL
     SELECT counted_window_id, counted_start_us, 0, 0, NULL
-    FROM cp_counted_windows
+    FROM _cp_counted_windows
     UNION ALL
     SELECT counted_window_id, counted_end_us, 0, 0, NULL
-    FROM cp_counted_windows
+    FROM _cp_counted_windows
 )
 SELECT *,
     row_number() OVER w AS ord,
@@ -159,12 +159,12 @@ WINDOW w AS (PARTITION BY counted_window_id ORDER BY t, delta, nesting_order, ev
 -- and each point p lies in one block per level (p >> k), so the latest open running through
 -- p is the largest o over those blocks. After an open point the answer is that point's own
 -- member (nothing running began later), which the sweep's owner already is.
-CREATE OR REPLACE TEMP TABLE cp_segments AS
+CREATE OR REPLACE TEMP TABLE _cp_segments AS
 WITH owned AS (
     SELECT *,
         last_value(CASE WHEN delta = 1 THEN event_id END IGNORE NULLS) OVER d AS owner_event_id,
         last_value(CASE WHEN delta = 1 THEN -nesting_order END IGNORE NULLS) OVER d AS owner_end_us
-    FROM cp_points
+    FROM _cp_points
     WINDOW d AS (PARTITION BY counted_window_id, depth ORDER BY ord ROWS UNBOUNDED PRECEDING)
 ),
 not_nested AS (
@@ -173,7 +173,7 @@ not_nested AS (
 segments AS (
     SELECT p.counted_window_id, p.ord, p.delta, p.t, p.next_t, p.owner_event_id
     FROM owned AS p
-    JOIN cp_counted_windows AS b USING (counted_window_id)
+    JOIN _cp_counted_windows AS b USING (counted_window_id)
     WHERE p.depth > 0 AND p.next_t > p.t AND p.owner_event_id IS NOT NULL
       AND p.t >= b.counted_start_us AND p.next_t <= b.counted_end_us
 ),
@@ -184,13 +184,13 @@ member_points AS (
            CASE WHEN delta = 1 THEN t ELSE -nesting_order END AS ts_us,
            CASE WHEN delta = 1 THEN -nesting_order ELSE t END AS end_us,
            row_number() OVER (PARTITION BY counted_window_id, event_id, ts_us, end_us, delta ORDER BY ord) AS occurrence
-    FROM cp_points
+    FROM _cp_points
     WHERE delta <> 0 AND counted_window_id IN (SELECT counted_window_id FROM not_nested)
 ),
 window_levels AS (
     -- enough levels that the top one's single block holds every position of the window
     SELECT counted_window_id, floor(log2(max(ord)))::INTEGER + 3 AS levels
-    FROM cp_points
+    FROM _cp_points
     WHERE counted_window_id IN (SELECT counted_window_id FROM not_nested)
     GROUP BY counted_window_id
 ),
@@ -248,15 +248,15 @@ LEFT JOIN running AS r ON r.counted_window_id = s.counted_window_id AND r.ord = 
 
 -- Each counted window's events with their time in it, once per window: a window on several
 -- methods' paths hands the same rows to each (cp_event_time).
-CREATE OR REPLACE TEMP TABLE cp_window_event_time AS
+CREATE OR REPLACE TEMP TABLE _cp_window_event_time AS
 WITH swept_self AS (
     SELECT counted_window_id, event_id, sum(length_us) AS self_us
-    FROM cp_segments GROUP BY ALL
+    FROM _cp_segments GROUP BY ALL
 )
 SELECT m.counted_window_id, m.event_id, m.name, m.cat,
        coalesce(s.self_us, 0) AS self_us,
        greatest(0, least(m.end_us, m.counted_end_us) - greatest(m.ts_us, m.counted_start_us)) AS inclusive_us
-FROM cp_path_members AS m
+FROM _cp_path_members AS m
 LEFT JOIN swept_self AS s USING (counted_window_id, event_id);
 
 -- Every method's path events: a view, read twice in stage 7 (the path's counted time reads
@@ -264,5 +264,5 @@ LEFT JOIN swept_self AS s USING (counted_window_id, event_id);
 CREATE OR REPLACE TEMP VIEW cp_event_time AS
 SELECT c.method, c.run_id, c.rank, c.step, c.node_id, t.event_id, t.name, t.cat, t.self_us, t.inclusive_us
 FROM cp_counted AS c
-JOIN cp_counted_windows AS w USING (run_id, rank, step, node_id, counted_start_us, counted_end_us)
-JOIN cp_window_event_time AS t USING (counted_window_id);
+JOIN _cp_counted_windows AS w USING (run_id, rank, step, node_id, counted_start_us, counted_end_us)
+JOIN _cp_window_event_time AS t USING (counted_window_id);

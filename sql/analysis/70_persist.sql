@@ -1,9 +1,9 @@
 -- reads: runs, analysis_windows, cp_window_extent, cp_methods, cp_nodes, cp_wait_ends,
 --        cp_method_edges, cp_gpu_node_events, cp_gpu_in_window, cp_stream_waits, cp_event_time,
 --        cp_counted, cp_node_events
--- makes: cp_analysed_runs(run_id)
+-- makes: _cp_analysed_runs(run_id)
 -- makes: cp_changed_windows(run_id, rank, step)
--- makes: cp_queued_idle(run_id, rank, step, node_id, idle_from_us, idle_to_us)
+-- makes: _cp_queued_idle(run_id, rank, step, node_id, idle_from_us, idle_to_us)
 -- writes: nodes, edges, critical_path, path_events, analysis_windows
 -- param: run_id INTEGER
 -- param: queue_idle_min_us DOUBLE
@@ -13,26 +13,26 @@
 -- numbered 1..N like steps, so deleting only the new windows' (run, rank, step) would keep
 -- the rows of windows the new mode does not have. A window that changed (another
 -- name or extent) also takes the rows of the methods not re-analysed that were built on it.
-CREATE OR REPLACE TEMP TABLE cp_analysed_runs AS
+CREATE OR REPLACE TEMP TABLE _cp_analysed_runs AS
 SELECT run_id FROM runs WHERE $run_id IS NULL OR run_id = $run_id;
 
 CREATE OR REPLACE TEMP TABLE cp_changed_windows AS
 SELECT run_id, rank, step FROM (
     SELECT run_id, rank, step, name, start_us, end_us FROM analysis_windows
-    WHERE run_id IN (SELECT run_id FROM cp_analysed_runs)
+    WHERE run_id IN (SELECT run_id FROM _cp_analysed_runs)
     EXCEPT
     SELECT run_id, rank, step, name, start_us, end_us FROM cp_window_extent
 );
 
-DELETE FROM nodes WHERE (run_id IN (SELECT run_id FROM cp_analysed_runs) AND method IN (SELECT method FROM cp_methods))
+DELETE FROM nodes WHERE (run_id IN (SELECT run_id FROM _cp_analysed_runs) AND method IN (SELECT method FROM cp_methods))
     OR (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_changed_windows);
-DELETE FROM edges WHERE (run_id IN (SELECT run_id FROM cp_analysed_runs) AND method IN (SELECT method FROM cp_methods))
+DELETE FROM edges WHERE (run_id IN (SELECT run_id FROM _cp_analysed_runs) AND method IN (SELECT method FROM cp_methods))
     OR (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_changed_windows);
-DELETE FROM critical_path WHERE (run_id IN (SELECT run_id FROM cp_analysed_runs) AND method IN (SELECT method FROM cp_methods))
+DELETE FROM critical_path WHERE (run_id IN (SELECT run_id FROM _cp_analysed_runs) AND method IN (SELECT method FROM cp_methods))
     OR (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_changed_windows);
-DELETE FROM path_events WHERE (run_id IN (SELECT run_id FROM cp_analysed_runs) AND method IN (SELECT method FROM cp_methods))
+DELETE FROM path_events WHERE (run_id IN (SELECT run_id FROM _cp_analysed_runs) AND method IN (SELECT method FROM cp_methods))
     OR (run_id, rank, step) IN (SELECT run_id, rank, step FROM cp_changed_windows);
-DELETE FROM analysis_windows WHERE run_id IN (SELECT run_id FROM cp_analysed_runs);
+DELETE FROM analysis_windows WHERE run_id IN (SELECT run_id FROM _cp_analysed_runs);
 
 INSERT INTO analysis_windows
 SELECT run_id, rank, step, name, start_us, end_us, e2e_end_us, e2e_end_us - start_us
@@ -54,7 +54,7 @@ FROM cp_method_edges;
 
 -- Device ops that sat queued on an idle stream longer than $queue_idle_min_us with no wait
 -- found for them: the device idled with work queued, for a cause not in the trace.
-CREATE OR REPLACE TEMP TABLE cp_queued_idle AS
+CREATE OR REPLACE TEMP TABLE _cp_queued_idle AS
 SELECT e.run_id, e.rank, e.step, e.node_id,
        greatest(g.prev_end_on_stream, g.launch_enqueued_us) AS idle_from_us, g.ts_us AS idle_to_us
 FROM cp_gpu_node_events AS e
@@ -90,7 +90,7 @@ queued AS (
            sum(greatest(0, least(q.idle_to_us, r.counted_end_us) - greatest(q.idle_from_us, r.counted_start_us)))
                AS queued_idle_us
     FROM rows AS r
-    JOIN cp_queued_idle AS q USING (run_id, rank, step, node_id)
+    JOIN _cp_queued_idle AS q USING (run_id, rank, step, node_id)
     WHERE r.kind = 'gpu'
     GROUP BY ALL
 )

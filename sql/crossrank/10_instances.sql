@@ -1,15 +1,15 @@
 -- reads: runs, events, traces, steps
 -- makes: cr_runs(run_id)
--- makes: cr_comm_events(run_id, rank, event_id, name, pid, tid, ts_us, end_us, args, is_call,
+-- makes: _cr_comm_events(run_id, rank, event_id, name, pid, tid, ts_us, end_us, args, is_call,
 --                       outside_calls)
 -- makes: cr_calls(run_id, rank, event_id, call_name, call_peer, pid, tid, ts_us, end_us, meta_name,
 --                 meta_nelems, meta_dtype, dims_nelems, dims_dtype, meta_pg, meta_ranks)
 -- makes: cr_kernels(run_id, rank, event_id, name, ts_us, end_us, args, launch_pid, launch_tid,
 --                   launch_ts_us, call_event_id)
--- makes: cr_gloo(run_id, rank, event_id, name, ts_us, end_us, args, key, nth, call_event_id)
--- makes: cr_raw_instances(run_id, rank, cpu_event_id, enqueue_us, start_us, end_us, executed_on,
+-- makes: _cr_gloo(run_id, rank, event_id, name, ts_us, end_us, args, key, nth, call_event_id)
+-- makes: _cr_raw_instances(run_id, rank, cpu_event_id, enqueue_us, start_us, end_us, executed_on,
 --                         exec_event_id, name, nelems, dtype, pg_name, pg_ranks, peer)
--- makes: cr_pg_config(run_id, rank, pg_name, pg_desc, ranks)
+-- makes: _cr_pg_config(run_id, rank, pg_name, pg_desc, ranks)
 -- makes: cr_instances(run_id, rank, step, pg, seq, name, nelems, dtype, bytes, group_ranks,
 --                     enqueue_us, start_us, end_us, executed_on, cpu_event_id, exec_event_id,
 --                     on_channel)
@@ -33,7 +33,7 @@ SELECT run_id FROM runs WHERE $run_id IS NULL OR run_id = $run_id;
 -- CPU-side collective events, outermost or not, on their OS thread. A record_param_comms
 -- whose Collective name is 'wait' is a Work.wait() (a blocking NCCL send or recv writes one
 -- after its call): it waits for an earlier call to complete, it is no collective of its own.
-CREATE OR REPLACE TEMP TABLE cr_comm_events AS
+CREATE OR REPLACE TEMP TABLE _cr_comm_events AS
 WITH comm_events AS (
     SELECT run_id, rank, event_id, name, pid, tid, ts_us, end_us, args,
            (name = 'record_param_comms' AND args ->> 'Collective name' IS DISTINCT FROM 'wait')
@@ -64,7 +64,7 @@ FROM comm_events;
 -- in the thread's collective events.
 CREATE OR REPLACE TEMP TABLE cr_calls AS
 WITH calls AS MATERIALIZED (
-    SELECT *, row_number() OVER () AS call_row FROM cr_comm_events WHERE is_call AND outside_calls
+    SELECT *, row_number() OVER () AS call_row FROM _cr_comm_events WHERE is_call AND outside_calls
 ),
 positions AS MATERIALIZED (
     SELECT *, (sum(is_member) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY ts_us, bound_order, event_id
@@ -72,7 +72,7 @@ positions AS MATERIALIZED (
     FROM (
         SELECT run_id, rank, pid, tid, ts_us, 1 AS bound_order, 1 AS is_member, event_id, end_us, args,
                NULL::BIGINT AS call_row, NULL::DOUBLE AS call_ts_us, NULL::DOUBLE AS call_end_us
-        FROM cr_comm_events
+        FROM _cr_comm_events
         UNION ALL
         SELECT run_id, rank, pid, tid, ts_us, 0, 0, NULL, NULL, NULL, call_row, ts_us, end_us FROM calls
         UNION ALL
@@ -188,12 +188,12 @@ LEFT JOIN (SELECT l.kernel_row, c.* FROM launched AS l
 -- pair of the rank by one. A call's execution key is the annotation gloo writes for it: the
 -- *_base_ tensor variants run as the plain collective, and gloo runs a reduce-scatter of one
 -- tensor as an all-reduce (FSDP's gradient sync).
-CREATE OR REPLACE TEMP TABLE cr_gloo AS
+CREATE OR REPLACE TEMP TABLE _cr_gloo AS
 WITH execs AS (
     SELECT run_id, rank, event_id, name, pid, tid, ts_us, end_us, args,
            collective_key(name) AS key, collective_key(name) IN ('send', 'recv') AS p2p,
            row_number() OVER (PARTITION BY run_id, rank, collective_key(name) ORDER BY ts_us, event_id) AS nth
-    FROM cr_comm_events
+    FROM _cr_comm_events
     WHERE starts_with(name, 'gloo:') AND (outside_calls OR collective_key(name) IN ('send', 'recv'))
 ),
 call_keys AS (
@@ -228,7 +228,7 @@ FROM p2p_execs
 WHERE call_event_id IS NULL OR of_call = 1;
 
 -- One row per collective instance, in the rank's own clock.
-CREATE OR REPLACE TEMP TABLE cr_raw_instances AS
+CREATE OR REPLACE TEMP TABLE _cr_raw_instances AS
 WITH by_kernel AS (
     SELECT run_id, rank, call_event_id, min(ts_us) AS start_us, max(end_us) AS end_us,
            arg_min(event_id, ts_us) AS exec_event_id, arg_min(name, ts_us) AS kernel_name,
@@ -253,7 +253,7 @@ SELECT c.run_id, c.rank, c.event_id AS cpu_event_id, c.ts_us AS enqueue_us,
        c.meta_ranks AS pg_ranks, c.call_peer AS peer
 FROM cr_calls AS c
 LEFT JOIN by_kernel AS k ON k.run_id = c.run_id AND k.rank = c.rank AND k.call_event_id = c.event_id
-LEFT JOIN cr_gloo AS g ON g.run_id = c.run_id AND g.rank = c.rank AND g.call_event_id = c.event_id
+LEFT JOIN _cr_gloo AS g ON g.run_id = c.run_id AND g.rank = c.rank AND g.call_event_id = c.event_id
 UNION ALL
 SELECT run_id, rank, NULL, NULL, ts_us, end_us, 'nccl_kernel', event_id,
        clean_collective_name(coalesce(args ->> 'Collective name', regexp_extract(name, '^nccl(?:Dev)?Kernel_([A-Za-z]+)', 1))),
@@ -264,10 +264,10 @@ FROM cr_kernels WHERE call_event_id IS NULL
 UNION ALL
 SELECT run_id, rank, NULL, NULL, ts_us, end_us, 'gloo_worker', event_id, clean_collective_name(name),
        TRY_CAST(args -> 'Input Dims' -> 0 ->> 0 AS BIGINT), args -> 'Input type' ->> 0, NULL, NULL, NULL
-FROM cr_gloo WHERE call_event_id IS NULL;
+FROM _cr_gloo WHERE call_event_id IS NULL;
 
 -- Process groups named in distributedInfo.pg_config (ranks as a list, or as its text).
-CREATE OR REPLACE TEMP TABLE cr_pg_config AS
+CREATE OR REPLACE TEMP TABLE _cr_pg_config AS
 WITH entries AS (
     SELECT run_id, rank, unnest(TRY_CAST(distributed_info -> 'pg_config' AS JSON[])) AS pg
     FROM traces WHERE run_id IN (SELECT run_id FROM cr_runs)
@@ -288,16 +288,16 @@ WITH run_ranks AS (
     FROM traces WHERE run_id IN (SELECT run_id FROM cr_runs) GROUP BY run_id
 ),
 default_pg AS (
-    SELECT run_id, rank, any_value(pg_name) AS pg_name FROM cr_pg_config WHERE pg_desc = 'default_pg' GROUP BY ALL
+    SELECT run_id, rank, any_value(pg_name) AS pg_name FROM _cr_pg_config WHERE pg_desc = 'default_pg' GROUP BY ALL
 ),
 grouped AS (
     SELECT i.*, coalesce(i.pg_name, d.pg_name, 'default') AS pg,
            coalesce(i.pg_ranks, p.ranks, q.ranks, r.ranks) AS declared_ranks, r.ranks AS present_ranks
-    FROM cr_raw_instances AS i
+    FROM _cr_raw_instances AS i
     JOIN run_ranks AS r USING (run_id)
     LEFT JOIN default_pg AS d ON d.run_id = i.run_id AND d.rank = i.rank
-    LEFT JOIN cr_pg_config AS p ON p.run_id = i.run_id AND p.rank = i.rank AND p.pg_name = i.pg_name
-    LEFT JOIN cr_pg_config AS q ON q.run_id = i.run_id AND q.rank = i.rank AND q.pg_name = d.pg_name
+    LEFT JOIN _cr_pg_config AS p ON p.run_id = i.run_id AND p.rank = i.rank AND p.pg_name = i.pg_name
+    LEFT JOIN _cr_pg_config AS q ON q.run_id = i.run_id AND q.rank = i.rank AND q.pg_name = d.pg_name
         AND i.pg_name IS NULL
 ),
 peers AS (

@@ -1,14 +1,14 @@
 -- reads: cr_instances, traces, cr_runs
--- makes: cr_matched(run_id, rank, step, pg, seq, name, nelems, dtype, bytes, group_ranks,
+-- makes: _cr_matched(run_id, rank, step, pg, seq, name, nelems, dtype, bytes, group_ranks,
 --                   enqueue_us, start_us, end_us, executed_on, cpu_event_id, exec_event_id,
 --                   on_channel, unmatched_reason)
--- makes: cr_offsets(run_id, rank, collectives, clock_offset_us)
--- makes: cr_p2p_pairs(run_id, rank, pg, seq, step_key, pair)
--- makes: cr_aligned(run_id, rank, step, pg, seq, name, nelems, dtype, bytes, group_ranks,
+-- makes: _cr_offsets(run_id, rank, collectives, clock_offset_us)
+-- makes: _cr_p2p_pairs(run_id, rank, pg, seq, step_key, pair)
+-- makes: _cr_aligned(run_id, rank, step, pg, seq, name, nelems, dtype, bytes, group_ranks,
 --                   enqueue_us, start_us, end_us, executed_on, cpu_event_id, exec_event_id,
 --                   on_channel, unmatched_reason, aligned_start_us, aligned_end_us, last_rank,
 --                   skew_us, wait_us)
--- makes macro: cr_checked_instances()
+-- makes macro: _cr_checked_instances()
 -- writes: traces, cr_instances, collective_instances
 -- param: causality_tolerance_us DOUBLE
 -- Cross-rank stage 2: match instances across the ranks of their group by (pg, seq), check
@@ -18,10 +18,10 @@
 -- A (pg, seq) matches when every rank of the group in the run has it once, under one
 -- collective name and (for fixed-size collectives, and a send with its recv) one message
 -- size. On a point-to-point channel ('<pg>:<sender>-><receiver>') the sender's send matches
--- the receiver's recv of the same pair (cr_p2p_pairs below), and a side without one names the
+-- the receiver's recv of the same pair (_cr_p2p_pairs below), and a side without one names the
 -- step it was looked for in. A macro: the checks run on the calls' order first (for the
 -- clock offsets, from collectives only), then on the channels' pairs.
-CREATE OR REPLACE TEMP MACRO cr_checked_instances() AS TABLE
+CREATE OR REPLACE TEMP MACRO _cr_checked_instances() AS TABLE
 WITH checks AS (
     SELECT run_id, pg, seq,
            count(*) AS instances,
@@ -46,13 +46,13 @@ SELECT i.*,
 FROM cr_instances AS i
 JOIN checks AS c USING (run_id, pg, seq);
 
-CREATE OR REPLACE TEMP TABLE cr_matched AS SELECT * FROM cr_checked_instances();
+CREATE OR REPLACE TEMP TABLE _cr_matched AS SELECT * FROM _cr_checked_instances();
 
 -- Clock offsets: all ranks of a collective finish it together, so a rank whose ends are
 -- consistently later runs a later clock. Per matched collective, each rank's end minus the
 -- median end of its group; per clock, the median of those, relative to the clock of the
 -- run's lowest rank. Ranks that name the same host (host_name) share one clock.
-CREATE OR REPLACE TEMP TABLE cr_offsets AS
+CREATE OR REPLACE TEMP TABLE _cr_offsets AS
 WITH clocks AS (
     SELECT run_id, rank, coalesce('host ' || (metadata ->> 'host_name'), 'rank ' || rank) AS clock
     FROM traces WHERE run_id IN (SELECT run_id FROM cr_runs)
@@ -60,7 +60,7 @@ WITH clocks AS (
 -- a send may complete before its recv does: only collectives end together
 ends AS (
     SELECT run_id, rank, end_us - median(end_us) OVER (PARTITION BY run_id, pg, seq) AS late_us
-    FROM cr_matched WHERE unmatched_reason IS NULL AND collective_key(name) NOT IN ('send', 'recv')
+    FROM _cr_matched WHERE unmatched_reason IS NULL AND collective_key(name) NOT IN ('send', 'recv')
 ),
 per_clock AS (
     SELECT c.run_id, c.clock, median(e.late_us) AS late_us, count(*) AS collectives
@@ -73,7 +73,7 @@ FROM clocks AS c JOIN per_clock AS p USING (run_id, clock);
 
 UPDATE traces SET clock_offset_us = o.clock_offset_us
 FROM (SELECT t.run_id, t.rank, o.clock_offset_us
-      FROM traces AS t LEFT JOIN cr_offsets AS o USING (run_id, rank)
+      FROM traces AS t LEFT JOIN _cr_offsets AS o USING (run_id, rank)
       WHERE t.run_id IN (SELECT run_id FROM cr_runs)) AS o
 WHERE traces.run_id = o.run_id AND traces.rank = o.rank;
 
@@ -92,7 +92,7 @@ WHERE traces.run_id = o.run_id AND traces.rank = o.rank;
 --     (greatest(done_k + 1, k) - k)), done_k the recvs that completed before send k was posted.
 -- Both are monotone: no two sides share a partner. Each side's pair (step, the index on the
 -- side that has more) numbers the channel's seq.
-CREATE OR REPLACE TEMP TABLE cr_p2p_pairs AS
+CREATE OR REPLACE TEMP TABLE _cr_p2p_pairs AS
 WITH sides AS MATERIALIZED (
     SELECT i.run_id, i.rank, i.pg, i.seq,
            coalesce(i.step, -1) AS step_key,  -- (no step: before the first; steps are never negative)
@@ -102,7 +102,7 @@ WITH sides AS MATERIALIZED (
            row_number() OVER (PARTITION BY i.run_id, i.pg, i.step, collective_key(i.name) = 'send'
                               ORDER BY i.seq) AS nth
     FROM cr_instances AS i
-    LEFT JOIN cr_offsets AS o USING (run_id, rank)
+    LEFT JOIN _cr_offsets AS o USING (run_id, rank)
     WHERE i.on_channel
 ),
 counted AS MATERIALIZED (
@@ -154,11 +154,11 @@ WHERE (is_send AND surplus_sends >= 0) OR (NOT is_send AND surplus_sends <= 0);
 UPDATE cr_instances SET seq = p.pair_seq
 FROM (SELECT run_id, rank, pg, seq,
              dense_rank() OVER (PARTITION BY run_id, pg ORDER BY step_key, pair) AS pair_seq
-      FROM cr_p2p_pairs) AS p
+      FROM _cr_p2p_pairs) AS p
 WHERE cr_instances.run_id = p.run_id AND cr_instances.rank = p.rank AND cr_instances.pg = p.pg
   AND cr_instances.seq = p.seq;
 
-CREATE OR REPLACE TEMP TABLE cr_matched AS SELECT * FROM cr_checked_instances();
+CREATE OR REPLACE TEMP TABLE _cr_matched AS SELECT * FROM _cr_checked_instances();
 
 -- Arrival = when a rank's side of the collective began executing, in aligned time. A pair
 -- that passed the name and size checks is still no match when a rank finished it before
@@ -170,12 +170,12 @@ CREATE OR REPLACE TEMP TABLE cr_matched AS SELECT * FROM cr_checked_instances();
 -- the last arrival (beyond the same tolerance; after the check above only a send can: NCCL or
 -- gloo buffered the message) waited for nothing: 0. skew_us and last_rank stay the arrivals'
 -- (the receiver did arrive last, that late): they say when the ranks came, not who waited.
-CREATE OR REPLACE TEMP TABLE cr_aligned AS
+CREATE OR REPLACE TEMP TABLE _cr_aligned AS
 WITH aligned AS (
     SELECT m.*, m.start_us - coalesce(o.clock_offset_us, 0) AS aligned_start_us,
            m.end_us - coalesce(o.clock_offset_us, 0) AS aligned_end_us
-    FROM cr_matched AS m
-    LEFT JOIN cr_offsets AS o USING (run_id, rank)
+    FROM _cr_matched AS m
+    LEFT JOIN _cr_offsets AS o USING (run_id, rank)
 ),
 causal AS (
     SELECT * REPLACE (
@@ -207,4 +207,4 @@ INSERT INTO collective_instances (
 SELECT run_id, rank, step, pg, seq, name, nelems, dtype, bytes, group_ranks, enqueue_us, start_us, end_us,
        executed_on, cpu_event_id, exec_event_id, unmatched_reason IS NULL, unmatched_reason,
        aligned_start_us, aligned_end_us, last_rank, skew_us, wait_us
-FROM cr_aligned;
+FROM _cr_aligned;

@@ -1,21 +1,21 @@
 -- reads: analysis_windows, traces, cr_runs, critical_path, collective_instances, path_events,
 --        cr_calls, runs
--- makes: cr_windows(run_id, rank, step, start_us, e2e_end_us, offset_us)
--- makes: cr_rank_paths(run_id, rank, step, method, seq, node_id, counted_start_us, counted_end_us,
+-- makes: _cr_windows(run_id, rank, step, start_us, e2e_end_us, offset_us)
+-- makes: _cr_rank_paths(run_id, rank, step, method, seq, node_id, counted_start_us, counted_end_us,
 --                      counted_us, kind, edge_type, gap_before_us, gap_kind, node_rank,
 --                      queued_gap_us, queued_idle_us, prev_end_us)
--- makes: cr_gates(gate_id, run_id, step, rank, pg, seq, name, end_us, exec_event_id, cpu_event_id,
+-- makes: _cr_gates(gate_id, run_id, step, rank, pg, seq, name, end_us, exec_event_id, cpu_event_id,
 --                 next_rank, cut_us, next_upper_us)
--- makes: cr_gate_ends(run_id, step, rank, end_us, gate_id)
--- makes: cr_next_gates(gate_id, next_gate_id)
--- makes: cr_first_gates(run_id, step, rank, upper_us, gate_id)
--- makes: cr_hop_limit(hops)
+-- makes: _cr_gate_ends(run_id, step, rank, end_us, gate_id)
+-- makes: _cr_next_gates(gate_id, next_gate_id)
+-- makes: _cr_first_gates(run_id, step, rank, upper_us, gate_id)
+-- makes: _cr_hop_limit(hops)
 -- makes: cr_hops(run_id, step, hop, rank, upper_us, lower_us, gate_pg, gate_seq,
 --                step_aligned_start_us)
--- makes: cr_path_rows(run_id, step, hop, node_rank, rank_seq, node_id, kind, edge_type, gap_kind,
+-- makes: _cr_path_rows(run_id, step, hop, node_rank, rank_seq, node_id, kind, edge_type, gap_kind,
 --                     counted_us, counted_start_us, counted_end_us, full_window_us, offset_us,
 --                     kept_share)
--- makes: cr_path(run_id, rank, step, method, seq, node_id, counted_start_us, counted_end_us,
+-- makes: _cr_path(run_id, rank, step, method, seq, node_id, counted_start_us, counted_end_us,
 --                counted_us, kind, edge_type, gap_before_us, gap_kind, node_rank, hop, rank_seq,
 --                kept_share)
 -- makes: cr_notes(run, note)
@@ -36,18 +36,18 @@
 -- rank (node_rank) and own clock; gaps between rows are measured in aligned time.
 
 -- Analysed windows and their ranks' clock offsets.
-CREATE OR REPLACE TEMP TABLE cr_windows AS
+CREATE OR REPLACE TEMP TABLE _cr_windows AS
 SELECT w.run_id, w.rank, w.step, w.start_us, w.e2e_end_us, coalesce(t.clock_offset_us, 0) AS offset_us
 FROM analysis_windows AS w
 JOIN traces AS t USING (run_id, rank)
 WHERE w.run_id IN (SELECT run_id FROM cr_runs);
 
 -- The per-rank ctda paths with the gap before each row.
-CREATE OR REPLACE TEMP TABLE cr_rank_paths AS
+CREATE OR REPLACE TEMP TABLE _cr_rank_paths AS
 SELECT p.*, coalesce(lag(p.counted_end_us) OVER (PARTITION BY p.run_id, p.rank, p.step ORDER BY p.seq),
                      w.start_us) AS prev_end_us
 FROM critical_path AS p
-JOIN cr_windows AS w USING (run_id, rank, step)
+JOIN _cr_windows AS w USING (run_id, rank, step)
 WHERE p.method = 'ctda';
 
 -- Gates: a collective on a rank's ctda path that waited for another rank's later arrival.
@@ -71,7 +71,7 @@ WHERE p.method = 'ctda';
 -- instance but a send, so this drops the sends that returned before their receiver arrived:
 -- NCCL or gloo buffered the message and the sender waited for nothing. Hopping there would put
 -- the receiver's time before its arrival on the path in place of the sender's own work.
-CREATE OR REPLACE TEMP TABLE cr_gates AS
+CREATE OR REPLACE TEMP TABLE _cr_gates AS
 WITH waiting AS MATERIALIZED (
     SELECT i.run_id, i.rank, i.pg, i.seq, i.name, i.end_us, i.exec_event_id, i.cpu_event_id,
            i.last_rank AS next_rank,
@@ -87,7 +87,7 @@ WITH waiting AS MATERIALIZED (
       AND late.step IS NOT DISTINCT FROM i.step
 ),
 windows AS MATERIALIZED (
-    SELECT *, row_number() OVER () AS window_row FROM cr_windows
+    SELECT *, row_number() OVER () AS window_row FROM _cr_windows
 ),
 -- ties: an end at a window's start is not in it, one at its end is: the bounds go after the ends
 end_positions AS MATERIALIZED (
@@ -122,12 +122,12 @@ waited AS MATERIALIZED (
     -- the step of the rank's window that holds the collective's end
     JOIN windows AS w ON w.window_row = p.window_row
     WHERE e.is_end = 1 AND e.t > p.start_us AND e.t <= p.e2e_end_us
-      AND EXISTS (SELECT 1 FROM cr_windows AS lw
+      AND EXISTS (SELECT 1 FROM _cr_windows AS lw
                   WHERE lw.run_id = i.run_id AND lw.rank = i.next_rank AND lw.step = w.step)
 ),
 paths AS MATERIALIZED (
     SELECT run_id, rank, step, prev_end_us, counted_start_us, row_number() OVER () AS path_row
-    FROM cr_rank_paths
+    FROM _cr_rank_paths
 ),
 -- ties: an end at the gap's start or end is in it
 gap_positions AS MATERIALIZED (
@@ -178,53 +178,53 @@ FROM reached;
 -- there may be inlined into it, which fails on larger jobs).
 --
 -- Gates of a rank that end at one instant: an ASOF join takes any one of them, so each such
--- instant keeps one, the last in gate_id order (cr_gate_ends), and the path is the same on
+-- instant keeps one, the last in gate_id order (_cr_gate_ends), and the path is the same on
 -- every analysis.
-CREATE OR REPLACE TEMP TABLE cr_gate_ends AS
+CREATE OR REPLACE TEMP TABLE _cr_gate_ends AS
 SELECT run_id, step, rank, end_us, max(gate_id) AS gate_id
-FROM cr_gates
+FROM _cr_gates
 GROUP BY run_id, step, rank, end_us;
 
-CREATE OR REPLACE TEMP TABLE cr_next_gates AS
+CREATE OR REPLACE TEMP TABLE _cr_next_gates AS
 SELECT g.gate_id, n.gate_id AS next_gate_id
-FROM cr_gates AS g
-ASOF LEFT JOIN cr_gate_ends AS n
+FROM _cr_gates AS g
+ASOF LEFT JOIN _cr_gate_ends AS n
     ON n.run_id = g.run_id AND n.step = g.step AND n.rank = g.next_rank AND g.next_upper_us >= n.end_us;
 
 -- Each step's start: the rank that finished last (of ranks that finished at one instant, the
 -- lowest: an arbitrary one made the path differ from one analysis to the next), and its
 -- latest gate before that end.
-CREATE OR REPLACE TEMP TABLE cr_first_gates AS
+CREATE OR REPLACE TEMP TABLE _cr_first_gates AS
 WITH starts AS (
     SELECT run_id, step, arg_max(rank, (e2e_end_us - offset_us, -rank)) AS rank,
            arg_max(e2e_end_us, (e2e_end_us - offset_us, -rank)) AS upper_us
-    FROM cr_windows
+    FROM _cr_windows
     GROUP BY run_id, step
 )
 SELECT s.*, g.gate_id
 FROM starts AS s
-ASOF LEFT JOIN cr_gate_ends AS g
+ASOF LEFT JOIN _cr_gate_ends AS g
     ON g.run_id = s.run_id AND g.step = s.step AND g.rank = s.rank AND s.upper_us >= g.end_us;
 
 -- A step's path takes each of its gates at most once, going back in time: it needs no more
 -- rounds than the largest step has gates (a fixed cap would cut longer paths short), and
 -- stops there should gates ever loop.
-CREATE OR REPLACE TEMP TABLE cr_hop_limit AS
+CREATE OR REPLACE TEMP TABLE _cr_hop_limit AS
 SELECT coalesce(max(gates), 0) + 1 AS hops
-FROM (SELECT count(*) AS gates FROM cr_gates GROUP BY run_id, step);
+FROM (SELECT count(*) AS gates FROM _cr_gates GROUP BY run_id, step);
 
 -- The hops: from the last-finishing rank's step end, the latest gate ending before the
 -- current bound, then the late rank from its arrival, and so on.
 CREATE OR REPLACE TEMP TABLE cr_hops AS
 WITH RECURSIVE
 hops AS (
-    SELECT run_id, step, 1 AS hop, rank, upper_us, gate_id FROM cr_first_gates
+    SELECT run_id, step, 1 AS hop, rank, upper_us, gate_id FROM _cr_first_gates
     UNION ALL
     SELECT h.run_id, h.step, h.hop + 1, g.next_rank, g.next_upper_us, n.next_gate_id
     FROM hops AS h
-    JOIN cr_gates AS g ON g.gate_id = h.gate_id
-    JOIN cr_next_gates AS n ON n.gate_id = g.gate_id
-    JOIN cr_hop_limit AS l ON h.hop < l.hops
+    JOIN _cr_gates AS g ON g.gate_id = h.gate_id
+    JOIN _cr_next_gates AS n ON n.gate_id = g.gate_id
+    JOIN _cr_hop_limit AS l ON h.hop < l.hops
 )
 -- No hop goes back past the start of the step it explains (the first rank's window, in
 -- aligned time): a late rank's window may begin before it, and counting that time would
@@ -234,10 +234,10 @@ SELECT h.run_id, h.step, h.hop, h.rank, h.upper_us,
            AS lower_us,
        g.pg AS gate_pg, g.seq AS gate_seq, f.start_us - f.offset_us AS step_aligned_start_us
 FROM hops AS h
-JOIN cr_windows AS w USING (run_id, rank, step)
-JOIN cr_first_gates AS s ON s.run_id = h.run_id AND s.step = h.step
-JOIN cr_windows AS f ON f.run_id = s.run_id AND f.rank = s.rank AND f.step = s.step
-LEFT JOIN cr_gates AS g ON g.gate_id = h.gate_id;
+JOIN _cr_windows AS w USING (run_id, rank, step)
+JOIN _cr_first_gates AS s ON s.run_id = h.run_id AND s.step = h.step
+JOIN _cr_windows AS f ON f.run_id = s.run_id AND f.rank = s.rank AND f.step = s.step
+LEFT JOIN _cr_gates AS g ON g.gate_id = h.gate_id;
 
 -- Each hop's stretch of its rank's ctda path, clipped to [lower_us, upper_us]. A clipped
 -- row keeps the share of its counted time that its counted window keeps.
@@ -252,12 +252,12 @@ LEFT JOIN cr_gates AS g ON g.gate_id = h.gate_id;
 -- lower bounds at or before them (the stretches whose lower bound the row runs over are the
 -- positions between). A path's rows do not overlap, nor do a rank's stretches of one step,
 -- so each row is a candidate of the stretches that hold it only.
-CREATE OR REPLACE TEMP TABLE cr_path_rows AS
+CREATE OR REPLACE TEMP TABLE _cr_path_rows AS
 WITH hops AS MATERIALIZED (
     SELECT *, row_number() OVER () AS hop_row FROM cr_hops
 ),
 paths AS MATERIALIZED (
-    SELECT *, row_number() OVER () AS path_row FROM cr_rank_paths
+    SELECT *, row_number() OVER () AS path_row FROM _cr_rank_paths
 ),
 -- row starts inside a stretch; ties: a start at either bound is inside. (Each check goes
 -- with a positions' join, on the values the positions carry: with the hops and the path rows
@@ -330,17 +330,17 @@ clipped AS (
 SELECT c.*, w.offset_us,
        CASE WHEN full_window_us > 0 THEN (counted_end_us - counted_start_us) / full_window_us ELSE 1 END AS kept_share
 FROM clipped AS c
-JOIN cr_windows AS w ON w.run_id = c.run_id AND w.rank = c.node_rank AND w.step = c.step
+JOIN _cr_windows AS w ON w.run_id = c.run_id AND w.rank = c.node_rank AND w.step = c.step
 WHERE counted_end_us > counted_start_us OR full_window_us = 0;
 
-CREATE OR REPLACE TEMP TABLE cr_path AS
+CREATE OR REPLACE TEMP TABLE _cr_path AS
 WITH ordered AS (
     SELECT r.*, s.rank AS path_rank, s.step_aligned_start_us,
            row_number() OVER w AS seq,
            lag(r.counted_end_us - r.offset_us) OVER w AS prev_aligned_end_us,
            lag(r.hop) OVER w AS prev_hop,
            lead(r.hop) OVER w AS next_hop
-    FROM cr_path_rows AS r
+    FROM _cr_path_rows AS r
     JOIN (SELECT run_id, step, rank, step_aligned_start_us FROM cr_hops WHERE hop = 1) AS s USING (run_id, step)
     WINDOW w AS (PARTITION BY r.run_id, r.step ORDER BY r.hop DESC, r.rank_seq)
 )
@@ -364,12 +364,12 @@ INSERT INTO critical_path (run_id, rank, step, method, seq, node_id, counted_sta
                            counted_us, kind, edge_type, gap_before_us, gap_kind, node_rank)
 SELECT run_id, rank, step, method, seq, node_id, counted_start_us, counted_end_us,
        counted_us, kind, edge_type, gap_before_us, gap_kind, node_rank
-FROM cr_path;
+FROM _cr_path;
 
 INSERT INTO path_events (run_id, rank, step, method, node_id, event_id, name, cat, self_us, inclusive_us, node_rank)
 SELECT p.run_id, p.rank, p.step, 'cross_rank', p.node_id, e.event_id, e.name, e.cat,
        e.self_us * p.kept_share, e.inclusive_us * p.kept_share, p.node_rank
-FROM cr_path AS p
+FROM _cr_path AS p
 JOIN path_events AS e
     ON e.run_id = p.run_id AND e.rank = p.node_rank AND e.step = p.step AND e.method = 'ctda'
    AND e.node_id = p.node_id;
@@ -392,7 +392,7 @@ WITH split AS (
 ranges AS (
     SELECT run_id, string_agg('rank ' || rank || ' ' || CASE WHEN lo = hi THEN lo::VARCHAR ELSE lo || '-' || hi END,
                               ', ' ORDER BY rank) AS steps
-    FROM (SELECT run_id, rank, min(step) AS lo, max(step) AS hi FROM cr_windows GROUP BY ALL)
+    FROM (SELECT run_id, rank, min(step) AS lo, max(step) AS hi FROM _cr_windows GROUP BY ALL)
     GROUP BY run_id
 )
 SELECT r.name AS run,

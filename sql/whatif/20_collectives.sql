@@ -1,9 +1,9 @@
 -- reads: events, traces
--- makes: wi_comm_kernels(run_id, rank, event_id, dur_us, correlation, args, stream, ts_us, end_us)
+-- makes: _wi_comm_kernels(run_id, rank, event_id, dur_us, correlation, args, stream, ts_us, end_us)
 -- makes: wi_collectives(run_id, rank, event_id, dur_us, collective, bytes, group_size, stream,
 --                       ts_us, end_us)
 -- makes: wi_comm_fit(run_id, collective, alpha_us, bytes_per_us, r2, samples, sizes)
--- makes macro: wi_dtype_bytes(dtype)
+-- makes macro: _wi_dtype_bytes(dtype)
 -- makes macro: wi_collective(name)
 -- makes macro: wi_bus_factor(collective, n, algorithm)
 -- makes macro: wi_latency_steps(collective, n, algorithm)
@@ -16,7 +16,7 @@
 -- alpha-beta fit per run and collective (written to comm_model), for scenarios that change
 -- the network.
 
-CREATE OR REPLACE TEMP MACRO wi_dtype_bytes(dtype) AS
+CREATE OR REPLACE TEMP MACRO _wi_dtype_bytes(dtype) AS
     CASE lower(replace(dtype, 'c10::', ''))
         WHEN 'float' THEN 4 WHEN 'float32' THEN 4 WHEN 'int' THEN 4 WHEN 'int32' THEN 4
         WHEN 'double' THEN 8 WHEN 'float64' THEN 8 WHEN 'long' THEN 8 WHEN 'int64' THEN 8
@@ -63,7 +63,7 @@ CREATE OR REPLACE TEMP MACRO wi_gloo_transfer(transfer_us, collective, n, world_
 
 -- Communication work on the device (NCCL kernels): metadata on the kernel (2024+ traces), else
 -- from the `nccl:*` annotation around the call that launched it (Input Dims x Input type).
-CREATE OR REPLACE TEMP TABLE wi_comm_kernels AS
+CREATE OR REPLACE TEMP TABLE _wi_comm_kernels AS
 SELECT e.run_id, e.rank, e.event_id, e.dur_us, e.correlation, e.args, e.stream, e.ts_us, e.end_us
 FROM events AS e
 WHERE $network_changed AND e.ph = 'X' AND e.dur_us > 0 AND is_gpu_work(e.cat)
@@ -77,16 +77,16 @@ WITH run_ranks AS (
 ),
 described AS (
     SELECT run_id, rank, event_id, dur_us, wi_collective(args ->> 'Collective name') AS collective,
-           TRY_CAST(args ->> 'In msg nelems' AS DOUBLE) * wi_dtype_bytes(args ->> 'dtype') AS bytes,
+           TRY_CAST(args ->> 'In msg nelems' AS DOUBLE) * _wi_dtype_bytes(args ->> 'dtype') AS bytes,
            TRY_CAST(args ->> 'Group size' AS INTEGER) AS group_size, stream, ts_us, end_us
-    FROM wi_comm_kernels WHERE args ->> 'Collective name' IS NOT NULL
+    FROM _wi_comm_kernels WHERE args ->> 'Collective name' IS NOT NULL
 ),
 -- the kernels without metadata, with the runtime call that launched them
 launches AS MATERIALIZED (
     SELECT k.run_id, k.rank, k.event_id, k.dur_us, k.stream, k.ts_us, k.end_us,
            launch.pid, launch.tid, launch.ts_us AS launch_ts_us, launch.end_us AS launch_end_us,
            row_number() OVER () AS launch_row
-    FROM wi_comm_kernels AS k
+    FROM _wi_comm_kernels AS k
     JOIN events AS launch
         ON launch.run_id = k.run_id AND launch.rank = k.rank AND launch.correlation = k.correlation
        AND is_runtime_category(launch.cat)
@@ -139,7 +139,7 @@ annotated AS (
     SELECT l.run_id, l.rank, l.event_id, l.dur_us,
            arg_max(wi_collective(a.name), a.ts_us) AS collective,
            arg_max(list_product(TRY_CAST(a.args -> '$."Input Dims"[0]' AS DOUBLE[]))
-                   * wi_dtype_bytes(a.args ->> '$."Input type"[0]'), a.ts_us) AS bytes,
+                   * _wi_dtype_bytes(a.args ->> '$."Input type"[0]'), a.ts_us) AS bytes,
            any_value(r.ranks) AS group_size, l.stream, l.ts_us, l.end_us
     FROM held AS h
     JOIN launches AS l USING (launch_row)

@@ -1,6 +1,6 @@
 -- reads: wi_collectives, wi_comm_fit, events, wi_rules, wi_windows, wi_queue_waits, nodes,
 --        wi_nodes, wi_latency_steps, wi_bus_factor
--- makes: wi_comm_factors(run_id, rank, event_id, lane, ts_us, end_us, factor)
+-- makes: _wi_comm_factors(run_id, rank, event_id, lane, ts_us, end_us, factor)
 -- makes: wi_event_factors(run_id, rank, lane, event_id, ts_us, end_us, factor)
 -- makes: wi_work_shrink(run_id, rank, lane, from_us, to_us, removed_rate, removed_before_us)
 -- makes: wi_inferred_waits(run_id, rank, lane, window_start_us, from_us, to_us, producer_lane,
@@ -18,7 +18,7 @@
 -- for collectives. Then, per lane (CPU thread or GPU stream), the stretches of time that
 -- shrink: the outermost changed events, with the running total removed before each.
 
-CREATE OR REPLACE TEMP TABLE wi_comm_factors AS
+CREATE OR REPLACE TEMP TABLE _wi_comm_factors AS
 WITH modelled AS (
     SELECT c.run_id, c.rank, c.event_id, c.dur_us, c.stream, c.ts_us, c.end_us,
            f.alpha_us + c.bytes * wi_bus_factor(c.collective, c.group_size, 'ring') / f.bytes_per_us AS before_us,
@@ -65,7 +65,7 @@ by_rule AS (
 SELECT run_id, rank, coalesce(r.lane, c.lane) AS lane, event_id, coalesce(r.ts_us, c.ts_us) AS ts_us,
        coalesce(r.end_us, c.end_us) AS end_us, coalesce(r.factor, 1.0) * coalesce(c.factor, 1.0) AS factor
 FROM by_rule AS r
-FULL JOIN wi_comm_factors AS c USING (run_id, rank, event_id);
+FULL JOIN _wi_comm_factors AS c USING (run_id, rank, event_id);
 
 -- Outermost changed stretches per lane (an event inside a changed one follows its factor);
 -- `removed_before_us` is the time removed on the lane before the stretch starts (recomputed

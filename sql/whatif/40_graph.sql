@@ -1,5 +1,5 @@
 -- reads: wi_shrink, wi_window_tails, wi_nodes, wi_edge_times, wi_queue_waits, wi_windows
--- makes: wi_removed(run_id, rank, lane, t, removed_us)
+-- makes: _wi_removed(run_id, rank, lane, t, removed_us)
 -- makes: wi_replay_nodes(window_index, seq, node_id, kind, label, carry_in, stream, start_us,
 --                        end_us, duration_us, lead_us, has_predecessor, ends_with_sync,
 --                        next_on_lane_seq)
@@ -15,7 +15,7 @@
 -- scenario removes time have points (elsewhere C = 0).
 
 -- C(t) at every instant the replay needs.
-CREATE OR REPLACE TEMP TABLE wi_removed AS
+CREATE OR REPLACE TEMP TABLE _wi_removed AS
 WITH changed AS (
     SELECT DISTINCT run_id, rank, lane FROM wi_shrink
 ),
@@ -55,9 +55,9 @@ SELECT n.window_index, n.seq, n.node_id, n.kind, n.label, n.carry_in, n.stream,
        n.ends_with_sync,
        lead(n.seq) OVER (PARTITION BY n.window_index, n.lane ORDER BY n.start_us, n.node_id) AS next_on_lane_seq
 FROM wi_nodes AS n
-LEFT JOIN wi_removed AS cs ON cs.run_id = n.run_id AND cs.rank = n.rank AND cs.lane = n.lane AND cs.t = n.start_us
-LEFT JOIN wi_removed AS ce ON ce.run_id = n.run_id AND ce.rank = n.rank AND ce.lane = n.lane AND ce.t = n.end_us
-LEFT JOIN wi_removed AS cw ON cw.run_id = n.run_id AND cw.rank = n.rank AND cw.lane = n.lane
+LEFT JOIN _wi_removed AS cs ON cs.run_id = n.run_id AND cs.rank = n.rank AND cs.lane = n.lane AND cs.t = n.start_us
+LEFT JOIN _wi_removed AS ce ON ce.run_id = n.run_id AND ce.rank = n.rank AND ce.lane = n.lane AND ce.t = n.end_us
+LEFT JOIN _wi_removed AS cw ON cw.run_id = n.run_id AND cw.rank = n.rank AND cw.lane = n.lane
     AND cw.t = n.window_start_us;
 
 -- Edges: when the source lets the destination go (offset from the source's start), and the
@@ -71,10 +71,10 @@ SELECT e.window_index, e.src_seq, e.dst_seq,
             THEN (e.dst_start_us - e.allowed_us) - (coalesce(cd.removed_us, 0.0) - coalesce(cg.removed_us, 0.0))
             ELSE 0.0 END AS slack_us
 FROM wi_edge_times AS e
-LEFT JOIN wi_removed AS cs ON cs.run_id = e.run_id AND cs.rank = e.rank AND cs.lane = e.src_lane AND cs.t = e.src_start_us
-LEFT JOIN wi_removed AS ca ON ca.run_id = e.run_id AND ca.rank = e.rank AND ca.lane = e.src_lane AND ca.t = e.allowed_us
-LEFT JOIN wi_removed AS cg ON cg.run_id = e.run_id AND cg.rank = e.rank AND cg.lane = e.dst_lane AND cg.t = e.allowed_us
-LEFT JOIN wi_removed AS cd ON cd.run_id = e.run_id AND cd.rank = e.rank AND cd.lane = e.dst_lane AND cd.t = e.dst_start_us
+LEFT JOIN _wi_removed AS cs ON cs.run_id = e.run_id AND cs.rank = e.rank AND cs.lane = e.src_lane AND cs.t = e.src_start_us
+LEFT JOIN _wi_removed AS ca ON ca.run_id = e.run_id AND ca.rank = e.rank AND ca.lane = e.src_lane AND ca.t = e.allowed_us
+LEFT JOIN _wi_removed AS cg ON cg.run_id = e.run_id AND cg.rank = e.rank AND cg.lane = e.dst_lane AND cg.t = e.allowed_us
+LEFT JOIN _wi_removed AS cd ON cd.run_id = e.run_id AND cd.rank = e.rank AND cd.lane = e.dst_lane AND cd.t = e.dst_start_us
 -- --drop-syncs: no CPU node waits for GPU work (an edge from a GPU node into a CPU node is a
 -- blocking sync's, measured or inferred); the CPU goes on from the sync's start
 WHERE NOT ($drop_syncs AND EXISTS (
@@ -115,6 +115,6 @@ FROM wi_windows AS w
 LEFT JOIN wi_window_tails AS t USING (window_index)
 LEFT JOIN wi_window_gates AS q USING (window_index)
 LEFT JOIN wi_nodes AS n ON n.window_index = t.window_index AND n.seq = t.tail_seq
-LEFT JOIN wi_removed AS cn ON cn.run_id = n.run_id AND cn.rank = n.rank AND cn.lane = t.lane AND cn.t = t.node_end_us
-LEFT JOIN wi_removed AS ct ON ct.run_id = n.run_id AND ct.rank = n.rank AND ct.lane = t.lane
+LEFT JOIN _wi_removed AS cn ON cn.run_id = n.run_id AND cn.rank = n.rank AND cn.lane = t.lane AND cn.t = t.node_end_us
+LEFT JOIN _wi_removed AS ct ON ct.run_id = n.run_id AND ct.rank = n.rank AND ct.lane = t.lane
     AND ct.t = t.window_end_us;

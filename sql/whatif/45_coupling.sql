@@ -7,15 +7,15 @@
 -- makes: wi_coupled_calls(run_id, rank, pg, seq, executed_on, enqueue_us, start_us, end_us,
 --                         cpu_event_id, aligned_start_us, returned_early, transfer_us,
 --                         group_instances, call_lane, window_index, window_start_us)
--- makes: wi_coupled_arrivals_raw(run_id, pg, seq, group_instances, window_index, anchor_seq,
+-- makes: _wi_coupled_arrivals_raw(run_id, pg, seq, group_instances, window_index, anchor_seq,
 --                                pre_floor, offset_us, transfer_us, dur_us, measured_us,
 --                                returned_early)
 -- makes: wi_coupled_groups(run_id, pg, seq, group_index)
 -- makes: wi_coupled_arrivals(group_index, window_index, anchor_seq, pre_floor, offset_us,
 --                            measured_us, returned_early, wait_share)
 -- makes: wi_coupled_gates(group_index, window_index, gate_seq, after_us, binding)
--- makes: wi_comm_wait_gates(group_index, window_index, gate_seq, after_us, binding)
--- makes macro: wi_removed_at(s, t)
+-- makes: _wi_comm_wait_gates(group_index, window_index, gate_seq, after_us, binding)
+-- makes macro: _wi_removed_at(s, t)
 -- param: coupled BOOLEAN
 -- param: network_changed BOOLEAN
 -- param: world_size INTEGER
@@ -134,7 +134,7 @@ JOIN windows AS w ON w.window_row = p.window_row;
 -- that launched it. Still running in a later window, the kernel is a carry-in node of the same
 -- span there too (sql/analysis/30_gpu_nodes.sql): that one stays out (a rank arriving twice
 -- leaves the group uncoupled) and moves with its stream's replayed end (40_graph.sql).
-CREATE OR REPLACE TEMP TABLE wi_coupled_arrivals_raw AS
+CREATE OR REPLACE TEMP TABLE _wi_coupled_arrivals_raw AS
 WITH kernels AS (
     SELECT c.run_id, c.pg, c.seq, c.group_instances, n.window_index, n.seq AS anchor_seq, true AS pre_floor,
            0.0 AS offset_us, c.transfer_us, c.end_us - c.start_us AS dur_us, c.aligned_start_us AS measured_us,
@@ -189,7 +189,7 @@ SELECT * FROM cpu;
 -- Only groups whose every rank arrives in the replay are coupled.
 CREATE OR REPLACE TEMP TABLE wi_coupled_groups AS
 SELECT run_id, pg, seq, row_number() OVER (ORDER BY run_id, pg, seq) - 1 AS group_index
-FROM wi_coupled_arrivals_raw
+FROM _wi_coupled_arrivals_raw
 GROUP BY run_id, pg, seq
 HAVING count(*) = any_value(group_instances);
 
@@ -198,7 +198,7 @@ SELECT g.group_index, a.window_index, coalesce(a.anchor_seq, -1) AS anchor_seq, 
        a.measured_us, a.returned_early,
        -- a kernel's share of its measured time that was waiting for the last arrival
        CASE WHEN a.pre_floor AND a.dur_us > 0 THEN 1.0 - least(a.transfer_us, a.dur_us) / a.dur_us END AS wait_share
-FROM wi_coupled_arrivals_raw AS a
+FROM _wi_coupled_arrivals_raw AS a
 JOIN wi_coupled_groups AS g USING (run_id, pg, seq);
 
 -- Completion gates on CPU threads: the node that resumed after a gap holding the collective's end.
@@ -207,7 +207,7 @@ JOIN wi_coupled_groups AS g USING (run_id, pg, seq);
 -- annotation, as a slow pipeline stage's after its recv) goes with the change, and the node
 -- still waits for the replayed completion (it needs what the recv brought).
 -- C(t): time removed on a lane before t, from its wi_shrink stretch s at or before t (NULL: none)
-CREATE OR REPLACE TEMP MACRO wi_removed_at(s, t) AS
+CREATE OR REPLACE TEMP MACRO _wi_removed_at(s, t) AS
     coalesce(s.removed_before_us + s.removed_rate * least(greatest(t - s.from_us, 0), s.to_us - s.from_us), 0.0);
 
 CREATE OR REPLACE TEMP TABLE wi_coupled_gates AS
@@ -219,14 +219,14 @@ WITH lane_nodes AS (
 ),
 -- C(t) on a node's lane at its start and at the end of the gap before it
 at_start AS (
-    SELECT n.*, wi_removed_at(s, n.start_us) AS removed_at_start_us
+    SELECT n.*, _wi_removed_at(s, n.start_us) AS removed_at_start_us
     FROM lane_nodes AS n
     ASOF LEFT JOIN wi_shrink AS s
         ON s.run_id = n.run_id AND s.rank = n.rank AND s.lane = n.lane AND s.from_us <= n.start_us
 ),
 gapped AS (
     SELECT n.*, n.removed_at_start_us
-                - wi_removed_at(s, n.previous_end_us) AS gap_removed_us
+                - _wi_removed_at(s, n.previous_end_us) AS gap_removed_us
     FROM at_start AS n
     ASOF LEFT JOIN wi_shrink AS s
         ON s.run_id = n.run_id AND s.rank = n.rank AND s.lane = n.lane AND s.from_us <= n.previous_end_us
@@ -280,7 +280,7 @@ candidates AS (
 ),
 waits AS (
     SELECT c.group_index, c.window_index, c.gate_seq, c.transfer_us, c.end_us,
-           c.start_us - c.end_us - (c.removed_at_start_us - wi_removed_at(s, c.end_us)) AS resume_us
+           c.start_us - c.end_us - (c.removed_at_start_us - _wi_removed_at(s, c.end_us)) AS resume_us
     FROM candidates AS c
     ASOF LEFT JOIN wi_shrink AS s
         ON s.run_id = c.run_id AND s.rank = c.rank AND s.lane = c.lane AND s.from_us <= c.end_us
@@ -311,7 +311,7 @@ FROM wi_coupled_arrivals WHERE pre_floor AND NOT returned_early;
 -- more than $resume_us after the end, or before it (docs/method.md). The node that resumed
 -- is the collective's gate on its rank, with its measured resume lag (net of the time the
 -- scenario removes on its thread meanwhile), so the unchanged replay keeps its start.
-CREATE OR REPLACE TEMP TABLE wi_comm_wait_gates AS
+CREATE OR REPLACE TEMP TABLE _wi_comm_wait_gates AS
 WITH waits AS (
     SELECT g.group_index, n.window_index, n.seq AS gate_seq, n.run_id, n.rank, n.lane, n.start_us,
            c.transfer_us, c.end_us
@@ -328,13 +328,13 @@ WITH waits AS (
       AND (g.group_index, n.window_index, n.seq) NOT IN (SELECT group_index, window_index, gate_seq FROM wi_coupled_gates)
 ),
 at_start AS (
-    SELECT w.*, wi_removed_at(s, w.start_us) AS removed_at_start_us
+    SELECT w.*, _wi_removed_at(s, w.start_us) AS removed_at_start_us
     FROM waits AS w
     ASOF LEFT JOIN wi_shrink AS s
         ON s.run_id = w.run_id AND s.rank = w.rank AND s.lane = w.lane AND s.from_us <= w.start_us
 ),
 lagged AS (
-    SELECT w.*, w.start_us - w.end_us - (w.removed_at_start_us - wi_removed_at(s, w.end_us)) AS resume_us
+    SELECT w.*, w.start_us - w.end_us - (w.removed_at_start_us - _wi_removed_at(s, w.end_us)) AS resume_us
     FROM at_start AS w
     ASOF LEFT JOIN wi_shrink AS s
         ON s.run_id = w.run_id AND s.rank = w.rank AND s.lane = w.lane AND s.from_us <= w.end_us
@@ -351,4 +351,4 @@ SELECT group_index, window_index, gate_seq,
        transfer_us + CASE WHEN binding THEN resume_us ELSE 0.0 END AS after_us, binding
 FROM held;
 
-INSERT INTO wi_coupled_gates SELECT * FROM wi_comm_wait_gates;
+INSERT INTO wi_coupled_gates SELECT * FROM _wi_comm_wait_gates;

@@ -1,7 +1,7 @@
 -- reads: wi_coupled_groups, wi_windows, wi_coupled_instances, wi_coupled_calls, wi_nodes,
 --        collective_instances, wi_replay_nodes, wi_coupled_arrivals
 -- registered: wi_cluster_transfers
--- makes: wi_cluster_kernels(window_index, seq, old_us, new_us)
+-- makes: _wi_cluster_kernels(window_index, seq, old_us, new_us)
 -- writes: wi_coupled_gates, wi_replay_edges, wi_coupled_arrivals, wi_replay_nodes
 -- whatif --cluster (warehouse/whatif/cluster.py), after the scenario's stages: a collective's
 -- transfer becomes its simulated time on the cluster (wi_cluster_transfers: run_id, pg, seq,
@@ -91,7 +91,7 @@ LEFT JOIN last_ends AS l USING (window_index, gate_seq);
 -- NCCL kernels: the kernel's node keeps its wait for the last arrival (coupled) and runs the
 -- simulated transfer; a kernel of an uncoupled rank runs the simulated transfer alone. (Its
 -- own node: a carry-in copy in a later window moves with its stream, 45_coupling.sql.)
-CREATE OR REPLACE TEMP TABLE wi_cluster_kernels AS
+CREATE OR REPLACE TEMP TABLE _wi_cluster_kernels AS
 SELECT n.window_index, n.seq, r.duration_us AS old_us,
        coalesce(r.duration_us * a.wait_share, 0.0) + t.transfer_us AS new_us
 FROM collective_instances AS c
@@ -106,15 +106,15 @@ WHERE c.executed_on = 'nccl_kernel';
 -- what waited for the kernel's end waits for its new end
 UPDATE wi_replay_edges AS e
 SET offset_us = e.offset_us + (k.new_us - k.old_us)
-FROM wi_cluster_kernels AS k
+FROM _wi_cluster_kernels AS k
 WHERE e.window_index = k.window_index AND e.src_seq = k.seq AND e.offset_us >= k.old_us - 1e-6;
 
 UPDATE wi_coupled_arrivals AS a
 SET wait_share = CASE WHEN k.new_us > 0 THEN k.old_us * a.wait_share / k.new_us ELSE 0.0 END
-FROM wi_cluster_kernels AS k
+FROM _wi_cluster_kernels AS k
 WHERE a.window_index = k.window_index AND a.anchor_seq = k.seq AND a.pre_floor;
 
 UPDATE wi_replay_nodes AS r
 SET duration_us = k.new_us
-FROM wi_cluster_kernels AS k
+FROM _wi_cluster_kernels AS k
 WHERE r.window_index = k.window_index AND r.seq = k.seq;

@@ -44,7 +44,7 @@ sync_candidates AS (
                PARTITION BY sw.run_id, sw.rank, sw.step, sw.waiter_node,
                             CASE WHEN sw.all_streams OR sw.scope_stream IS NOT NULL THEN g.stream END
                ORDER BY g.end_us DESC, g.node_id DESC) AS latest
-    FROM cp_sync_waits AS sw
+    FROM _cp_sync_waits AS sw
     JOIN cp_nodes AS g
         ON g.run_id = sw.run_id AND g.rank = sw.rank AND g.step = sw.step AND g.kind = 'gpu'
        AND g.end_us > sw.sync_start_us AND g.end_us <= sw.sync_end_us + $sync_tolerance_us

@@ -7,7 +7,7 @@ CREATE OR REPLACE TEMP MACRO old_cp_node_events(counted_only) AS TABLE
 WITH expanded AS (
     SELECT * FROM cp_nodes
     WHERE NOT counted_only
-       OR (run_id, rank, step, node_id) IN (SELECT run_id, rank, step, node_id FROM cp_counted_windows)
+       OR (run_id, rank, step, node_id) IN (SELECT run_id, rank, step, node_id FROM _cp_counted_windows)
 )
 -- CPU nodes: their top-level events and everything nested in them that starts before the
 -- node ends (a node holding a sync ends where the sync returned)

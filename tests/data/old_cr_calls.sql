@@ -5,7 +5,7 @@
 -- compares the rows. Verbatim but for the table's name: do not edit it to follow the engine.
 CREATE OR REPLACE TEMP TABLE old_cr_calls AS
 WITH calls AS (
-    SELECT * FROM cr_comm_events WHERE is_call AND outside_calls
+    SELECT * FROM _cr_comm_events WHERE is_call AND outside_calls
 ),
 described AS (
     SELECT c.run_id, c.rank, c.event_id, c.name AS call_name, c.pid, c.tid, c.ts_us, c.end_us,
@@ -21,7 +21,7 @@ described AS (
            CASE WHEN analysis_dtype_bytes(m.args -> 'Input type' ->> 0) IS NOT NULL
                 THEN m.args -> 'Input type' ->> 0 END AS first_dtype
     FROM calls AS c
-    JOIN cr_comm_events AS m
+    JOIN _cr_comm_events AS m
         ON m.run_id = c.run_id AND m.rank = c.rank AND m.pid = c.pid AND m.tid = c.tid
        AND m.ts_us >= c.ts_us AND m.end_us <= c.end_us
 )

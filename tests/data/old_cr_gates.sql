@@ -1,4 +1,4 @@
--- The cr_gates statement of sql/crossrank/30_path.sql as it was at 4aa6593, before issue 32
+-- The _cr_gates statement of sql/crossrank/30_path.sql as it was at 4aa6593, before issue 32
 -- replaced its joins of every collective with every window of its rank and with every path row
 -- of its step.
 -- tests/engine/test_result_digest.py runs it on the same temp tables as the new statement and
@@ -12,11 +12,11 @@ WITH waited AS (
     JOIN collective_instances AS late
         ON late.run_id = i.run_id AND late.pg = i.pg AND late.seq = i.seq AND late.rank = i.last_rank
     -- the step of the rank's window that holds the collective's end
-    JOIN cr_windows AS w ON w.run_id = i.run_id AND w.rank = i.rank
+    JOIN _cr_windows AS w ON w.run_id = i.run_id AND w.rank = i.rank
         AND i.end_us > w.start_us AND i.end_us <= w.e2e_end_us
     WHERE i.run_id IN (SELECT run_id FROM cr_runs) AND i.matched AND i.last_rank <> i.rank
       AND i.wait_us > $gate_min_wait_us
-      AND EXISTS (SELECT 1 FROM cr_windows AS lw
+      AND EXISTS (SELECT 1 FROM _cr_windows AS lw
                   WHERE lw.run_id = i.run_id AND lw.rank = i.last_rank AND lw.step = w.step)
 ),
 reached AS (
@@ -30,7 +30,7 @@ reached AS (
                     AND e.event_id = g.cpu_event_id AND collective_key(g.name) IN ('send', 'recv')
                     AND c.end_us >= g.cut_us
                     AND c.end_us >= g.end_us - $resume_tolerance_us)
-       OR EXISTS (SELECT 1 FROM cr_rank_paths AS p
+       OR EXISTS (SELECT 1 FROM _cr_rank_paths AS p
                   WHERE p.run_id = g.run_id AND p.rank = g.rank AND p.step = g.step
                     AND g.end_us BETWEEN p.prev_end_us AND p.counted_start_us
                     AND p.counted_start_us - g.end_us <= $resume_tolerance_us)

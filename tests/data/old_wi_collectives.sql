@@ -9,15 +9,15 @@ WITH run_ranks AS (
 ),
 described AS (
     SELECT run_id, rank, event_id, dur_us, wi_collective(args ->> 'Collective name') AS collective,
-           TRY_CAST(args ->> 'In msg nelems' AS DOUBLE) * wi_dtype_bytes(args ->> 'dtype') AS bytes,
+           TRY_CAST(args ->> 'In msg nelems' AS DOUBLE) * _wi_dtype_bytes(args ->> 'dtype') AS bytes,
            TRY_CAST(args ->> 'Group size' AS INTEGER) AS group_size, stream, ts_us, end_us
-    FROM wi_comm_kernels WHERE args ->> 'Collective name' IS NOT NULL
+    FROM _wi_comm_kernels WHERE args ->> 'Collective name' IS NOT NULL
 ),
 -- the kernels without metadata, with the runtime call that launched them
 launches AS (
     SELECT k.run_id, k.rank, k.event_id, k.dur_us, k.stream, k.ts_us, k.end_us,
            launch.pid, launch.tid, launch.ts_us AS launch_ts_us, launch.end_us AS launch_end_us
-    FROM wi_comm_kernels AS k
+    FROM _wi_comm_kernels AS k
     JOIN events AS launch
         ON launch.run_id = k.run_id AND launch.rank = k.rank AND launch.correlation = k.correlation
        AND is_runtime_category(launch.cat)
@@ -27,7 +27,7 @@ annotated AS (
     SELECT l.run_id, l.rank, l.event_id, l.dur_us,
            arg_max(wi_collective(a.name), a.ts_us) AS collective,
            arg_max(list_product(TRY_CAST(a.args -> '$."Input Dims"[0]' AS DOUBLE[]))
-                   * wi_dtype_bytes(a.args ->> '$."Input type"[0]'), a.ts_us) AS bytes,
+                   * _wi_dtype_bytes(a.args ->> '$."Input type"[0]'), a.ts_us) AS bytes,
            any_value(r.ranks) AS group_size, l.stream, l.ts_us, l.end_us
     FROM launches AS l
     JOIN events AS a

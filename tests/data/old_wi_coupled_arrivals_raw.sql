@@ -1,4 +1,4 @@
--- The wi_coupled_arrivals_raw statement of sql/whatif/45_coupling.sql as it was at 4aa6593,
+-- The _wi_coupled_arrivals_raw statement of sql/whatif/45_coupling.sql as it was at 4aa6593,
 -- before issue 32 replaced its `calls` join (every call with every window of its rank) and its
 -- `anchored` join (every call with every node of its lane that started before it).
 -- tests/engine/test_result_digest.py runs it on the same temp tables as the new statement and

@@ -12,14 +12,14 @@ WITH lane_nodes AS (
 ),
 -- C(t) on a node's lane at its start and at the end of the gap before it
 at_start AS (
-    SELECT n.*, wi_removed_at(s, n.start_us) AS removed_at_start_us
+    SELECT n.*, _wi_removed_at(s, n.start_us) AS removed_at_start_us
     FROM lane_nodes AS n
     ASOF LEFT JOIN wi_shrink AS s
         ON s.run_id = n.run_id AND s.rank = n.rank AND s.lane = n.lane AND s.from_us <= n.start_us
 ),
 gapped AS (
     SELECT n.*, n.removed_at_start_us
-                - wi_removed_at(s, n.previous_end_us) AS gap_removed_us
+                - _wi_removed_at(s, n.previous_end_us) AS gap_removed_us
     FROM at_start AS n
     ASOF LEFT JOIN wi_shrink AS s
         ON s.run_id = n.run_id AND s.rank = n.rank AND s.lane = n.lane AND s.from_us <= n.previous_end_us
@@ -36,7 +36,7 @@ candidates AS (
 ),
 waits AS (
     SELECT c.group_index, c.window_index, c.gate_seq, c.transfer_us, c.end_us,
-           c.start_us - c.end_us - (c.removed_at_start_us - wi_removed_at(s, c.end_us)) AS resume_us
+           c.start_us - c.end_us - (c.removed_at_start_us - _wi_removed_at(s, c.end_us)) AS resume_us
     FROM candidates AS c
     ASOF LEFT JOIN wi_shrink AS s
         ON s.run_id = c.run_id AND s.rank = c.rank AND s.lane = c.lane AND s.from_us <= c.end_us

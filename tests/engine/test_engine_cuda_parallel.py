@@ -197,7 +197,7 @@ FSDP_KERNEL_OVERLAP_SQL = """
     "one side: traces.clock_offset_us of rank 1 is -2036 us where the true offset is ~0. Aligned "
     "so, the two ranks' GEMMs overlap for 5.2 ms, and waiting_on charges rank 1 with 49.7 ms of "
     "waiting in step 4 (8.5 ms in steps 2 and 3) where the raw clocks give ~29.7 ms in each. "
-    "Ranks on GPUs of their own end a collective together; sql/crossrank/20_match.sql (cr_offsets)"))
+    "Ranks on GPUs of their own end a collective together; sql/crossrank/20_match.sql (_cr_offsets)"))
 def test_fsdp_ranks_on_one_gpu_are_aligned_so_their_kernels_never_overlap(db):
     """Both ranks ran on one GPU, whose two contexts take turns: no compute kernel of one rank
     runs while one of the other does. Their raw clocks (one host) show exactly that, and the

@@ -1,11 +1,11 @@
 """The counted-time sweep of issue 32 gives the same rows as the statement it replaced.
 
-Issue 32 replaced cp_segments (sql/analysis/60_counted.sql), whose `running` range join took
+Issue 32 replaced _cp_segments (sql/analysis/60_counted.sql), whose `running` range join took
 time quadratic in a non-nested window's members, with a sweep over dyadic blocks. Every
 result table that depends on it (path_events' self time, critical_path's counted time, the
-reports and what-if over them) is computed from cp_segments by unchanged statements, and
+reports and what-if over them) is computed from _cp_segments by unchanged statements, and
 nodes and edges are made before it; so "every result table identical before and after" holds
-exactly when cp_segments is identical.
+exactly when _cp_segments is identical.
 
 Why not a stored digest of the result tables, computed once on the code before the change:
 other stages change this session and later (the hand-off inference of 30_gpu_nodes.sql moves
@@ -29,8 +29,8 @@ stream and an ASOF join instead of a join with every earlier GPU node of the win
 tests/data/old_wi_edge_times.sql beside it after `whatif` on the recorded what-if runs.
 
 And for the range joins of the cross-rank stages and what-if's coupling that grew with the
-square of a thread's, a rank's or a step's collectives (cr_calls, cr_kernels, cr_gates,
-cr_path_rows; wi_coupled_arrivals_raw, wi_coupled_gates, and cluster_apply.sql's gates of the
+square of a thread's, a rank's or a step's collectives (cr_calls, cr_kernels, _cr_gates,
+_cr_path_rows; _wi_coupled_arrivals_raw, wi_coupled_gates, and cluster_apply.sql's gates of the
 ranks that had none), now positions from one ordered pass or ASOF joins: each old statement,
 kept in tests/data/old_<table>.sql, runs beside the new one on every shared trace, the
 recorded multi-rank runs, random multi-rank jobs and a hand-made one of their tied bounds.
@@ -71,10 +71,10 @@ def stage_statement(table: str) -> str:
 
 
 def assert_same_segments(con) -> int:
-    """Run the old statement beside analyze's cp_segments; returns the segment count."""
+    """Run the old statement beside analyze's _cp_segments; returns the segment count."""
     con.execute(OLD_STATEMENT)
-    assert differences(con, "cp_segments", "old_cp_segments") == []
-    return con.execute("SELECT count(*) FROM cp_segments").fetchone()[0]
+    assert differences(con, "_cp_segments", "old_cp_segments") == []
+    return con.execute("SELECT count(*) FROM _cp_segments").fetchone()[0]
 
 
 def non_nested_windows(con) -> int:
@@ -83,7 +83,7 @@ def non_nested_windows(con) -> int:
         WITH owned AS (
             SELECT *, last_value(CASE WHEN delta = 1 THEN -nesting_order END IGNORE NULLS) OVER (
                 PARTITION BY counted_window_id, depth ORDER BY ord ROWS UNBOUNDED PRECEDING) AS owner_end_us
-            FROM cp_points)
+            FROM _cp_points)
         SELECT count(DISTINCT counted_window_id) FROM owned WHERE depth > 0 AND owner_end_us <= t""").fetchone()[0]
 
 
@@ -109,7 +109,7 @@ def test_recorded_traces_keep_their_segments(tmp_path):
     assert assert_same_segments(con) > 1000
     assert assert_same_edges(con) > 100
     counts = assert_same_crossrank(con)  # the gloo runs: DDP, FSDP, pipelines
-    assert counts["cr_calls"] > 300 and counts["cr_gates"] > 50 and counts["cr_path_rows"] > 1000
+    assert counts["cr_calls"] > 300 and counts["_cr_gates"] > 50 and counts["_cr_path_rows"] > 1000
     con.close()
 
 
@@ -122,7 +122,7 @@ def test_shared_traces_keep_their_segments(tmp_path, shared_traces):
     counts = assert_same_crossrank(con)  # two_ranks and nccl: NCCL kernels and their calls
     assert counts["cr_kernels"] > 20
     counts = assert_same_coupling(con)
-    assert counts["wi_coupled_arrivals_raw"] > 5  # two_ranks's NCCL kernels
+    assert counts["_wi_coupled_arrivals_raw"] > 5  # two_ranks's NCCL kernels
     counts = assert_same_scenario_tables(con)  # nccl: kernels without metadata in annotations
     assert counts["wi_queue_waits"] > 100 and counts["wi_collectives"] > 20 and counts["wi_inferred_waits"] > 10
     con.close()
@@ -151,17 +151,17 @@ def test_random_windows_keep_their_segments():
     rng = random.Random(32)
     window_rows, member_rows = random_members(rng, 400)
     # read by DuckDB by their names (replacement scans), below
-    cp_counted_windows = pa.Table.from_pylist(  # noqa: F841
+    _cp_counted_windows = pa.Table.from_pylist(  # noqa: F841
         [dict(zip(("counted_window_id", "counted_start_us", "counted_end_us"), row)) for row in window_rows])
-    cp_path_members = pa.Table.from_pylist(  # noqa: F841
+    _cp_path_members = pa.Table.from_pylist(  # noqa: F841
         [dict(zip(("counted_window_id", "counted_start_us", "counted_end_us", "event_id", "ts_us", "end_us"), row),
               name="op", cat="cpu_op") for row in member_rows])
     con = duckdb.connect()
-    con.execute("CREATE TEMP TABLE cp_counted_windows AS SELECT * FROM cp_counted_windows")
-    con.execute("CREATE TEMP TABLE cp_path_members AS SELECT counted_window_id, counted_start_us, counted_end_us, "
-                "event_id, name, cat, ts_us, end_us FROM cp_path_members")
-    con.execute(stage_statement("cp_points"))
-    con.execute(stage_statement("cp_segments"))
+    con.execute("CREATE TEMP TABLE _cp_counted_windows AS SELECT * FROM _cp_counted_windows")
+    con.execute("CREATE TEMP TABLE _cp_path_members AS SELECT counted_window_id, counted_start_us, counted_end_us, "
+                "event_id, name, cat, ts_us, end_us FROM _cp_path_members")
+    con.execute(stage_statement("_cp_points"))
+    con.execute(stage_statement("_cp_segments"))
     assert non_nested_windows(con) > 300  # the case under test, not only the nested sweep
     assert assert_same_segments(con) > 5000
 
@@ -298,14 +298,20 @@ def test_whatif_keeps_its_sync_dependencies(tmp_path):
 #
 # Issue 32 replaced the range joins of the cross-rank stages and of what-if's coupling that
 # grew with the square of a thread's, a rank's or a step's collectives: the calls' members
-# (cr_calls) and kernels (cr_kernels), the windows and path gaps of the gates (cr_gates), the
-# hops' path rows (cr_path_rows), the calls' windows and anchors (wi_coupled_arrivals_raw),
+# (cr_calls) and kernels (cr_kernels), the windows and path gaps of the gates (_cr_gates), the
+# hops' path rows (_cr_path_rows), the calls' windows and anchors (_wi_coupled_arrivals_raw),
 # the nodes resuming after a collective (wi_coupled_gates), and whatif --cluster's gates of
 # ranks that had none (cluster_apply.sql). Each old statement is kept verbatim in tests/data
 # and runs beside the new one on the same temp tables.
 
+def old_name(table: str) -> str:
+    """The old statement's table (and its file's stem) for a table: old_ and the name without
+    the private mark the tables gained later."""
+    return "old_" + table.lstrip("_")
+
+
 def old_statement(name: str) -> tuple[str, frozenset]:
-    ((statement, names),) = sqlfiles.parameterized_statements((DATA / f"old_{name}.sql").read_text(encoding="utf-8"))
+    ((statement, names),) = sqlfiles.parameterized_statements((DATA / f"{old_name(name)}.sql").read_text(encoding="utf-8"))
     return statement, names
 
 
@@ -326,15 +332,15 @@ def assert_same_crossrank(con) -> dict[str, int]:
     settings = CrossRankSettings()
     values = {"gate_min_wait_us": settings.gate_min_wait_us, "resume_tolerance_us": settings.resume_tolerance_us}
     counts = {}
-    for table in ("cr_calls", "cr_kernels", "cr_gates", "cr_path_rows"):
+    for table in ("cr_calls", "cr_kernels", "_cr_gates", "_cr_path_rows"):
         run_old(con, table, values)
-        if table == "cr_gates":
+        if table == "_cr_gates":
             # the old statement predates the rule that a send which returned before its receiver
             # arrived is no gate (30_path.sql): apply it to the old rows, numbered as the new
             con.execute("""CREATE OR REPLACE TEMP TABLE old_cr_gates AS
                 SELECT row_number() OVER (ORDER BY run_id, step, rank, end_us, pg, seq) AS gate_id, * EXCLUDE (gate_id)
                 FROM old_cr_gates WHERE end_us >= cut_us - $tolerance""", {"tolerance": settings.causality_tolerance_us})
-        assert differences(con, table, f"old_{table}") == [], table
+        assert differences(con, table, old_name(table)) == [], table
         counts[table] = row_count(con, table)
     return counts
 
@@ -369,13 +375,13 @@ def assert_same_coupling(con) -> dict[str, int]:
     assert con.execute("SELECT count(*) FROM (SELECT window_index, lane, start_us FROM wi_nodes WHERE kind = 'cpu' "
                        "GROUP BY ALL HAVING count(*) > 1)").fetchall() == [(0,)]
     counts = {}
-    run_old(con, "wi_coupled_arrivals_raw", {"resume_us": RESUME_US})
-    assert differences(con, "(SELECT * EXCLUDE (returned_early) FROM wi_coupled_arrivals_raw)",
+    run_old(con, "_wi_coupled_arrivals_raw", {"resume_us": RESUME_US})
+    assert differences(con, "(SELECT * EXCLUDE (returned_early) FROM _wi_coupled_arrivals_raw)",
                        "old_wi_coupled_arrivals_raw") == []
-    counts["wi_coupled_arrivals_raw"] = row_count(con, "wi_coupled_arrivals_raw")
+    counts["_wi_coupled_arrivals_raw"] = row_count(con, "_wi_coupled_arrivals_raw")
     run_old(con, "wi_coupled_gates", {"resume_us": RESUME_US})
     # the gates of the engine's gloo waits that the old rule missed (issue 42) come after it
-    assert differences(con, "(SELECT * FROM wi_coupled_gates EXCEPT ALL SELECT * FROM wi_comm_wait_gates)",
+    assert differences(con, "(SELECT * FROM wi_coupled_gates EXCEPT ALL SELECT * FROM _wi_comm_wait_gates)",
                        without_returned_early("old_wi_coupled_gates")) == []
     counts["wi_coupled_gates"] = row_count(con, "wi_coupled_gates")
     transfers = con.sql("SELECT run_id, pg, seq, 150.0 AS transfer_us FROM wi_coupled_groups").to_arrow_table()
@@ -399,9 +405,9 @@ def test_recorded_runs_keep_their_calls_gates_and_coupling(tmp_path):
     inputs |= {f"whatif-{p.name}": p for p in sorted((DATA / "whatif").glob("*-r1.json.gz"))}
     con = analyzed_runs(tmp_path, inputs)
     counts = assert_same_crossrank(con)
-    assert counts["cr_kernels"] > 100 and counts["cr_gates"] > 100
+    assert counts["cr_kernels"] > 100 and counts["_cr_gates"] > 100
     counts = assert_same_coupling(con)
-    assert counts["wi_coupled_arrivals_raw"] > 1000 and counts["wi_coupled_gates"] > 500
+    assert counts["_wi_coupled_arrivals_raw"] > 1000 and counts["wi_coupled_gates"] > 500
     assert counts["cluster_gates"] > 100
     counts = assert_same_scenario_tables(con)  # the what-if runs' launch queues and loader threads
     assert counts["wi_queue_waits"] > 20 and counts["wi_collectives"] > 100 and counts["wi_inferred_waits"] > 200
@@ -513,9 +519,9 @@ def test_random_collectives_keep_their_calls_gates_and_coupling(tmp_path, seed):
               for k in range(4)}
     con = analyzed_runs(tmp_path, inputs)
     counts = assert_same_crossrank(con)
-    assert counts["cr_kernels"] > 20 and counts["cr_gates"] > 5 and counts["cr_path_rows"] > 50
+    assert counts["cr_kernels"] > 20 and counts["_cr_gates"] > 5 and counts["_cr_path_rows"] > 50
     counts = assert_same_coupling(con)
-    assert counts["wi_coupled_arrivals_raw"] > 50 and counts["wi_coupled_gates"] > 10 and counts["cluster_gates"] > 0
+    assert counts["_wi_coupled_arrivals_raw"] > 50 and counts["wi_coupled_gates"] > 10 and counts["cluster_gates"] > 0
     counts = assert_same_scenario_tables(con)  # gloo calls: the main thread waits for a worker
     assert counts["wi_collectives"] > 50 and counts["wi_inferred_waits"] > 10
     con.close()
@@ -543,7 +549,7 @@ def test_collectives_on_shared_bounds_keep_their_rows(tmp_path):
     rng = random.Random(7)
     con = analyzed_runs(tmp_path, {"edges": collective_job(rng, tmp_path / "edges", 2, EDGE_COLLECTIVES)})
     counts = assert_same_crossrank(con)
-    assert counts["cr_gates"] >= 4
+    assert counts["_cr_gates"] >= 4
     counts = assert_same_coupling(con)
     assert counts["cluster_gates"] >= 1
     con.close()
@@ -592,7 +598,7 @@ def assert_same_scenario_tables(con) -> dict[str, int]:
     counts = {}
     for table in ("wi_queue_waits", "wi_collectives", "wi_inferred_waits", "wi_shrink"):
         run_old(con, table, values)
-        new, old = (f"({ROUNDED.get(table, 'SELECT * FROM {}')})".format(name) for name in (table, f"old_{table}"))
+        new, old = (f"({ROUNDED.get(table, 'SELECT * FROM {}')})".format(name) for name in (table, old_name(table)))
         assert differences(con, new, old) == [], table
         counts[table] = row_count(con, table)
     for table in ("wi_inferred_waits", "old_wi_inferred_waits"):  # an event that ended then, on that thread

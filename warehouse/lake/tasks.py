@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 
-from ctda_sql.core import sqlfiles
+from ctda_sql.core import sqlfiles, stages
 from ctda_sql.core.connection import duckdb_path
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.ingest.load import IngestResult, derive_trace
@@ -144,7 +144,7 @@ def _event_rows(con, parsed, run: dict):
     # result) until the batch is written
     del typed_events, rows, unsorted, order
     parsed.release_events()
-    con.execute(sqlfiles.load("lake/derive_events.sql"))  # reads event_rows
+    stages.run_stage(con, "lake/derive_events.sql", {}, "lake stage")  # reads event_rows
     return event_rows.drop_columns(["rank"])
 
 
