@@ -210,4 +210,6 @@ FROM (
     UNION ALL SELECT * FROM path_slices
     UNION ALL SELECT * FROM flows
 )
-ORDER BY part, rank, position;
+-- the event's text breaks ties (a process's name and sort index share a position): the same
+-- run writes the same file
+ORDER BY part, rank, position, event;

@@ -144,7 +144,11 @@ def _event_rows(con, parsed, run: dict):
     # result) until the batch is written
     del typed_events, rows, unsorted, order
     parsed.release_events()
-    stages.run_stage(con, "lake/derive_events.sql", {}, "lake stage")  # reads event_rows
+    con.register("event_rows", event_rows)  # the stage's registered table (its contract says so)
+    try:
+        stages.run_stage(con, "lake/derive_events.sql", {}, "lake stage")
+    finally:
+        con.unregister("event_rows")
     return event_rows.drop_columns(["rank"])
 
 
