@@ -1,5 +1,5 @@
 """Record before/after pairs of small real CUDA training traces, one pair per GPU-only rule of
-`ctda-sql advise` (tests/test_advice_pairs.py, docs/advice.md): the "before" variant shows the
+`ctda-sql advise` (tests/advice/test_advice.py, docs/advice.md): the "before" variant shows the
 pattern the rule finds, the "after" variant has the rule's fix applied for real.
 
 Run on a machine with a GPU (torch is never a project dependency):

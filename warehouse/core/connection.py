@@ -46,9 +46,14 @@ def existing_db_path(cli_value: str | None = None) -> Path:
     """resolve_db_path's answer for commands that read what ingest made (analyze, whatif,
     advise, diff): a missing file is an error, not a new empty database left behind."""
     path = resolve_db_path(cli_value)
+    require_database(path)
+    return path
+
+
+def require_database(path: Path) -> None:
+    """A CtdaError when no database file is at `path` (what reading a database needs)."""
     if not path.exists():
         raise CtdaError(f"no database at {path}; run `ctda-sql ingest` first")
-    return path
 
 
 def connect(path: Path | str, read_only: bool = False, for_sql: str | None = None,
@@ -66,8 +71,8 @@ def connect(path: Path | str, read_only: bool = False, for_sql: str | None = Non
     path = Path(path)
     if scratch and str(path) != ":memory:":
         raise ValueError("only an in-memory warehouse can be a scratch one")
-    if read_only and str(path) != ":memory:" and not path.exists():
-        raise CtdaError(f"no database at {path}; run `ctda-sql ingest` first")
+    if read_only and str(path) != ":memory:":
+        require_database(path)
     try:
         con = duckdb.connect(str(path), read_only=read_only, config=_new_file_config(path, read_only))
     except duckdb.IOException as exc:
@@ -296,8 +301,8 @@ def open_session(path: Path | str, read_only: bool = False,
 def prepare_session(con: duckdb.DuckDBPyConnection, path: Path, read_only: bool = False) -> None:
     """Make `path` ready for a session on `con`: the schema (created when writable) and the
     session's temporary macros and views, which bind to whichever file is attached."""
-    if read_only and not path.exists():
-        raise CtdaError(f"no database at {path}; run `ctda-sql ingest` first")
+    if read_only:
+        require_database(path)
     with attached(con, path, write=not read_only):
         _create_schema_and_macros(con, path, read_only)
 
