@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import ctda_sql.whatif.cluster as cluster
+import ctda_sql.whatif.cluster_file as cluster_file_module
 import ctda_sql.whatif.cluster_sim as cluster_sim
 from ctda_sql.api import Warehouse
 from ctda_sql.core.errors import CtdaError
@@ -408,6 +409,51 @@ def test_a_killed_child_is_named_by_its_signal(with_child):
     with_child("os.kill(os.getpid(), signal.SIGKILL)")
     with pytest.raises(CtdaError, match="killed by SIGKILL"):
         simulate_rounds(check_cluster(shared_link()), ONE_ROUND)
+
+
+# ---- the cluster file is read once: where the options are checked, before the database opens ----
+
+@pytest.fixture
+def file_reads(monkeypatch) -> list[str]:
+    """The paths the cluster file's reader is asked for, in order."""
+    reads: list[str] = []
+    real = cluster_file_module.read_cluster_text
+    monkeypatch.setattr(cluster_file_module, "read_cluster_text", lambda path: reads.append(str(path)) or real(path))
+    return reads
+
+
+@pytest.mark.parametrize("sweep", [(), ("--sweep", "inter_host.bandwidth_gbps=0.4,0.2"),
+                                   ("--sweep", "allreduce=ring,tree")])
+def test_the_command_line_reads_the_cluster_file_once(analysed, cluster_file, run_cli, file_reads, sweep):
+    needs_simgrid()
+    try:
+        result = run_cli("whatif", "--cluster", str(cluster_file), *sweep, "--name", "read once", db=analysed)
+        assert result.code == 0, result.err
+        assert file_reads == [str(cluster_file)]
+        assert stored(analysed)[0] > 0
+    finally:
+        with Warehouse(analysed) as warehouse:
+            warehouse.con.execute("DELETE FROM whatif_steps; DELETE FROM whatif_path; DELETE FROM whatif_cluster_links")
+
+
+def test_a_bad_sweep_value_is_named_after_one_read_and_before_the_database_opens(tmp_path, cluster_file, run_cli,
+                                                                                 file_reads):
+    missing = tmp_path / "missing.duckdb"
+    err = one_error_line(run_cli("whatif", "--cluster", str(cluster_file), "--sweep",
+                                 "inter_host.bandwidth_gbps=0.4,1e-300", db=missing))
+    assert "bandwidth_gbps: 1e-300 must be from 1e-06" in err
+    assert file_reads == [str(cluster_file)]
+    assert not missing.exists()
+
+
+def test_the_python_api_reads_a_cluster_path_once(analysed, cluster_file, file_reads):
+    needs_simgrid()
+    with Warehouse(analysed) as warehouse:
+        try:
+            assert warehouse.whatif(run=RUN, cluster=str(cluster_file), name="api read once").fetchall()
+            assert file_reads == [str(cluster_file)]
+        finally:
+            warehouse.con.execute("DELETE FROM whatif_steps; DELETE FROM whatif_path; DELETE FROM whatif_cluster_links")
 
 
 # ---- Low -------------------------------------------------------------------------------------

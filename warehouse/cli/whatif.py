@@ -7,6 +7,7 @@ import dataclasses
 import json
 import sys
 import textwrap
+from dataclasses import dataclass
 from statistics import mean
 
 from ctda_sql.cli.lake import add_lake_option
@@ -14,6 +15,7 @@ from ctda_sql.cli.output import FORMATS, add_max_width, render, table_width
 from ctda_sql.core.connection import connect, existing_db_path
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.whatif.changes import ALGORITHMS, Scenario, parse_scale
+from ctda_sql.whatif.cluster_file import ClusterSpec
 
 # --sweep KEY -> Scenario field and how its values are read
 SWEEP_KEYS = {
@@ -87,11 +89,11 @@ def cmd_whatif(args) -> int:
 
     # kernel names run to hundreds of characters: tables fit the terminal, as query's do
     width = table_width(sys.stdout, args.max_width if args.max_width is not None else load_config().max_width)
-    if args.cluster is not None:
-        check_cluster_arguments(args)
+    # the cluster file is read and checked here, once, before the database opens
+    cluster = check_cluster_arguments(args) if args.cluster is not None else None
     con = _open(args)
     try:
-        tables = run(con, args, show_progress=True)
+        tables = run(con, args, show_progress=True, cluster=cluster)
     finally:
         con.close()
     if args.format == "json":
@@ -162,15 +164,17 @@ def parse_shell_words(words: list[str]) -> argparse.Namespace:
         raise CtdaError(f".whatif: {exc}") from None
 
 
-def run(con, args, show_progress: bool = False) -> list[tuple[list[str], list[tuple]]]:
-    """The tables to print: steps, then the path's hotspots; or one row per sweep value."""
+def run(con, args, show_progress: bool = False,
+        cluster: CheckedCluster | None = None) -> list[tuple[list[str], list[tuple]]]:
+    """The tables to print: steps, then the path's hotspots; or one row per sweep value.
+    `cluster`: --cluster's file as check_cluster_arguments read it (None: read here)."""
     from ctda_sql.core.progress import progress_bar
     from ctda_sql.whatif.replay import HOTSPOT_COLUMNS, STEP_COLUMNS, SWEEP_COLUMNS, TOTAL_COLUMNS, whatif, whatif_many
 
     if args.top < 0:
         raise CtdaError("--top must be 0 or more")
     if getattr(args, "cluster", None) is not None:  # whatif --cluster: warehouse/whatif/cluster.py
-        return run_cluster(con, args, show_progress)
+        return run_cluster(con, args, show_progress, cluster)
     sweep = parse_sweep(args.sweep) if args.sweep else None
     scenario = scenario_from_args(con, args)
     where = {"run": args.run, "rank": args.rank, "step": args.step, "coupled": args.coupled}
@@ -222,45 +226,56 @@ def parse_sweep(text: str) -> tuple[str, list]:
 
 # ---- whatif --cluster FILE.toml --------------------------------------------------------------
 
-def run_cluster(con, args, show_progress: bool = False) -> list[tuple[list[str], list[tuple]]]:
+def run_cluster(con, args, show_progress: bool = False,
+                cluster: CheckedCluster | None = None) -> list[tuple[list[str], list[tuple]]]:
     """`whatif --cluster`: steps, the predicted path's hotspots and the limiting links; or, with
     --sweep KEY=V1,V2 (a cluster key such as inter_host.bandwidth_gbps, or allreduce or
     world-size), one row per value, every value checked and simulated before any is replayed,
-    and all stored in one transaction."""
+    and all stored in one transaction. `cluster`: the file as check_cluster_arguments read it
+    (None, from the shell's .whatif: read and checked here)."""
     from ctda_sql.core.progress import progress_bar
     from ctda_sql.whatif.cluster import LINK_COLUMNS, cluster_scenario, whatif_clusters
-    from ctda_sql.whatif.cluster_file import load_cluster
     from ctda_sql.whatif.replay import HOTSPOT_COLUMNS, STEP_COLUMNS, SWEEP_COLUMNS, TOTAL_COLUMNS, event_categories
 
-    check_cluster_arguments(args)
+    if cluster is None:
+        cluster = check_cluster_arguments(args)
     categories = event_categories(con) if args.scale else set()
     scales = tuple(parse_scale(text, categories) for text in args.scale)
     where = {"run": args.run, "rank": args.rank, "step": args.step}
     options = {"world_size": args.world_size, "allreduce": args.allreduce}
     if not args.sweep:
-        scenario = cluster_scenario(con, load_cluster(args.cluster), run=args.run, scales=scales, **options)
+        scenario = cluster_scenario(con, cluster.spec, run=args.run, scales=scales, **options)
         [(result, links)] = whatif_clusters(con, [(args.name or scenario.as_json(), scenario)], **where, top=args.top)
         return [(STEP_COLUMNS, result.steps), (TOTAL_COLUMNS, result.totals), (HOTSPOT_COLUMNS, result.hotspots),
                 (LINK_COLUMNS, links)]
-    key, values = parse_cluster_sweep(args.sweep)
-    specs = [(load_cluster(args.cluster), {**options, key.replace("-", "_"): value}) if key in CLUSTER_SWEEP_OPTIONS
-             else (load_cluster(args.cluster, {key: value}), options) for value in values]
+    key, values = cluster.sweep_key, [value for value, _, _ in cluster.sweep]
     scenarios = []
     with progress_bar(f"whatif --sweep {key}: simulating", len(values), visible=show_progress) as advance:
-        for value, (spec, changed) in zip(values, specs):
+        for value, spec, changed in cluster.sweep:
             scenarios.append((f"{args.name or 'sweep'} {key}={value}",
-                              cluster_scenario(con, spec, run=args.run, scales=scales, **changed)))
+                              cluster_scenario(con, spec, run=args.run, scales=scales, **{**options, **changed})))
             advance()
     with progress_bar(f"whatif --sweep {key}", len(values), visible=show_progress) as advance:
         results = whatif_clusters(con, scenarios, **where, top=0, progress=advance)
     return [(SWEEP_COLUMNS, [_sweep_row(value, result) for value, (result, _) in zip(values, results)])]
 
 
-def check_cluster_arguments(args) -> None:
+@dataclass(frozen=True)
+class CheckedCluster:
+    """--cluster's file, read once and checked: its spec and, with --sweep KEY=V1,V2,..., each
+    value with its spec (a file key's value applied) and the options it sets (allreduce or
+    world_size)."""
+    spec: ClusterSpec
+    sweep_key: str | None = None
+    sweep: tuple[tuple[object, ClusterSpec, dict[str, object]], ...] = ()
+
+
+def check_cluster_arguments(args) -> CheckedCluster:
     """--cluster's options, its file and a sweep's values, checked before a database opens:
-    a bad file is named as such, even where the database is missing too."""
+    a bad file is named as such, even where the database is missing too. The file is read
+    once; what the what-if runs on is the returned CheckedCluster."""
     from ctda_sql.whatif.cluster import NO_COUPLING
-    from ctda_sql.whatif.cluster_file import load_cluster
+    from ctda_sql.whatif.cluster_file import cluster_from_file_data, read_cluster_file
 
     if not args.cluster.strip():
         raise CtdaError("--cluster needs a cluster file (FILE.toml; docs/whatif.md describes its keys)")
@@ -268,11 +283,16 @@ def check_cluster_arguments(args) -> None:
         raise CtdaError("--cluster describes the network: leave out --comm-bandwidth-scale and --comm-latency-us")
     if not args.coupled:
         raise CtdaError(NO_COUPLING)
-    load_cluster(args.cluster)
-    if args.sweep:
-        key, values = parse_cluster_sweep(args.sweep)
-        for value in values if key not in CLUSTER_SWEEP_OPTIONS else ():
-            load_cluster(args.cluster, {key: value})
+    data = read_cluster_file(args.cluster)
+    spec = cluster_from_file_data(data, args.cluster)
+    if not args.sweep:
+        return CheckedCluster(spec)
+    key, values = parse_cluster_sweep(args.sweep)
+    if key in CLUSTER_SWEEP_OPTIONS:
+        sweep = tuple((value, spec, {key.replace("-", "_"): value}) for value in values)
+    else:
+        sweep = tuple((value, cluster_from_file_data(data, args.cluster, {key: value}), {}) for value in values)
+    return CheckedCluster(spec, key, sweep)
 
 
 # --sweep keys with --cluster besides the file's SECTION.KEY, and how their values are read

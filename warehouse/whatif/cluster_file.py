@@ -71,18 +71,31 @@ GROUP_KEYS = {"first_host": (int, True), "last_host": (int, True), "device_speed
 def load_cluster(path: str | os.PathLike, overrides: dict[str, object] | None = None) -> ClusterSpec:
     """Read and check a cluster file (docs/whatif.md); every problem is reported, one line
     per bad key. `overrides`: {"inter_host.bandwidth_gbps": 100, ...} (a sweep)."""
+    return cluster_from_file_data(read_cluster_file(path), path, overrides)
+
+
+def read_cluster_file(path: str | os.PathLike) -> dict:
+    """The file's TOML as a dict, not yet checked: read once, then checked with each sweep
+    value's overrides by cluster_from_file_data."""
     text = read_cluster_text(path)
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise CtdaError(f"cluster file {path} is not valid TOML: {exc}") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively
         raise CtdaError(f"cluster file {path} nests arrays or tables too deeply to be a cluster file") from None
+
+
+def cluster_from_file_data(data: dict, path: str | os.PathLike,
+                           overrides: dict[str, object] | None = None) -> ClusterSpec:
+    """The checked ClusterSpec of a file's dict (read_cluster_file) with `overrides` applied
+    to a copy: the dict stays as read, for the next value of a sweep."""
+    data = dict(data)
     for key, value in (overrides or {}).items():
         section, _, name = key.partition(".")
         if not isinstance(data.get(section, {}), dict):
             raise CtdaError(f"cluster file {path}: [{section}] must be a table")
-        data.setdefault(section, {})[name] = value
+        data[section] = {**data.get(section, {}), name: value}
     return check_cluster(data, str(path))
 
 
