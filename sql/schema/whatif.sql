@@ -1,49 +1,85 @@
 -- Tables filled by `ctda-sql whatif` (one row per scenario, run, rank and step).
 
+-- predicted step times of each what-if scenario: one row per scenario, run, rank and step
 CREATE TABLE IF NOT EXISTS whatif_steps (
+    -- scenario name (--name, with KEY=V for each --sweep value)
     scenario VARCHAR NOT NULL,
-    changes JSON NOT NULL,          -- the scenario's changes, as given
+    -- the scenario's changes as given (JSON)
+    changes JSON NOT NULL,
+    -- run key (runs.run_id)
     run_id INTEGER NOT NULL,
+    -- rank
     rank INTEGER NOT NULL,
+    -- step (window) number
     step BIGINT NOT NULL,
-    measured_us DOUBLE NOT NULL,    -- analysis_windows.window_us
-    replay_us DOUBLE NOT NULL,      -- the unchanged replay (reproduces measured_us)
-    predicted_us DOUBLE NOT NULL,   -- the replay with the changes
-    speedup DOUBLE NOT NULL,        -- replay_us / predicted_us
-    -- where the step starts and ends in each replay, µs from the replay's origin (the run's
-    -- earliest replayed step start): a step that starts sooner may wait longer (NULL: stored
-    -- before these columns)
+    -- measured step time, microseconds (analysis_windows.window_us)
+    measured_us DOUBLE NOT NULL,
+    -- the unchanged replay, microseconds (reproduces measured_us)
+    replay_us DOUBLE NOT NULL,
+    -- the replay with the changes, microseconds
+    predicted_us DOUBLE NOT NULL,
+    -- replay_us / predicted_us
+    speedup DOUBLE NOT NULL,
+    -- where the step starts in the unchanged replay, microseconds from the replay's origin (the
+    -- run's earliest replayed step start); NULL: stored before this column
     replay_start_us DOUBLE,
+    -- where the step ends in the unchanged replay (replay_start_us + replay_us), microseconds from
+    -- the replay's origin; NULL: stored before this column
     replay_end_us DOUBLE,
+    -- where the step starts in the replay with the changes, microseconds from the replay's origin:
+    -- earlier than replay_start_us when earlier steps got shorter, and such a step may wait longer
+    -- for another rank; NULL: stored before this column
     predicted_start_us DOUBLE,
+    -- where the step ends in the replay with the changes (predicted_start_us + predicted_us),
+    -- microseconds from the replay's origin; NULL: stored before this column
     predicted_end_us DOUBLE
 );
--- databases made before the start and end columns gain them
+
+-- databases made before the start and end columns gain them (described above)
+
 ALTER TABLE whatif_steps ADD COLUMN IF NOT EXISTS replay_start_us DOUBLE;
 ALTER TABLE whatif_steps ADD COLUMN IF NOT EXISTS replay_end_us DOUBLE;
 ALTER TABLE whatif_steps ADD COLUMN IF NOT EXISTS predicted_start_us DOUBLE;
 ALTER TABLE whatif_steps ADD COLUMN IF NOT EXISTS predicted_end_us DOUBLE;
 
+-- the predicted critical path of each what-if scenario, run, rank and step
 CREATE TABLE IF NOT EXISTS whatif_path (
+    -- scenario name (whatif_steps.scenario)
     scenario VARCHAR NOT NULL,
+    -- run key (runs.run_id)
     run_id INTEGER NOT NULL,
+    -- rank
     rank INTEGER NOT NULL,
+    -- step (window) number
     step BIGINT NOT NULL,
-    seq BIGINT NOT NULL,            -- 1 = earliest node on the predicted path
-    node_id BIGINT NOT NULL,        -- nodes.node_id (method ctda)
+    -- position on the predicted path, 1 = earliest node
+    seq BIGINT NOT NULL,
+    -- the node (nodes.node_id, method ctda)
+    node_id BIGINT NOT NULL,
+    -- cpu or gpu
     kind VARCHAR NOT NULL,
+    -- the node's label (nodes.label)
     label VARCHAR,
-    measured_us DOUBLE NOT NULL,    -- the node's measured duration
-    predicted_us DOUBLE NOT NULL    -- its duration under the changes
+    -- the node's measured duration, microseconds
+    measured_us DOUBLE NOT NULL,
+    -- its duration under the changes, microseconds
+    predicted_us DOUBLE NOT NULL
 );
 
--- Alpha-beta fit of each run's collectives: time = alpha + bus bytes / bus bandwidth.
+-- alpha-beta fit of each run's collectives: time = alpha + bus bytes / bus bandwidth
 CREATE TABLE IF NOT EXISTS comm_model (
+    -- run key (runs.run_id)
     run_id INTEGER NOT NULL,
+    -- collective name
     collective VARCHAR NOT NULL,
+    -- fitted latency, microseconds (0 when the fit falls back to throughput only)
     alpha_us DOUBLE NOT NULL,
+    -- fitted bus bandwidth, GB/s
     bus_bw_gbps DOUBLE NOT NULL,
-    r2 DOUBLE,                      -- fit quality over the fastest sample of each size (NULL: one size)
+    -- fit quality over the fastest sample of each size (NULL: one size)
+    r2 DOUBLE,
+    -- collective calls measured, over all sizes
     samples BIGINT NOT NULL,
-    sizes BIGINT NOT NULL           -- distinct message sizes
+    -- distinct message sizes
+    sizes BIGINT NOT NULL
 );

@@ -10,7 +10,3 @@ FROM (
 )
 GROUP BY run
 ORDER BY run;
-
--- CREATE OR REPLACE drops the comments: give the table and its key theirs back (sql/comments.sql).
-COMMENT ON TABLE experiments IS 'experiment metadata keyed by run name, one column per loaded field (ctda-sql meta load)';
-COMMENT ON COLUMN experiments.run IS 'run name (runs.name)';

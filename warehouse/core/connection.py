@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-from ctda_sql.core import sqlfiles
+from ctda_sql.core import column_docs, sqlfiles
 from ctda_sql.core.errors import CtdaError, first_line
 
 DEFAULT_DB = "ctda.duckdb"
@@ -180,16 +180,15 @@ def _create_schema(con: duckdb.DuckDBPyConnection, path: Path, describe: bool = 
     sqlfiles.execute(con, "schema.sql")
     _refuse_old_layout(con, path)
     _run_folder(con, "schema")
-    con.execute("CREATE TABLE IF NOT EXISTS schema_version (fingerprint VARCHAR NOT NULL)")
     if describe:
-        _describe_public_tables(con)  # comments.sql describes schema_version too
+        _describe_tables(con)
     con.execute("DELETE FROM schema_version")
     con.execute("INSERT INTO schema_version VALUES (?)", [fingerprint])
     con.execute("COMMIT")
 
 
 def _schema_fingerprint() -> str:
-    files = ["schema.sql", "comments.sql"] + [f"schema/{name}" for name in sqlfiles.names("schema")]
+    files = column_docs.schema_files()  # the descriptions too: a changed one is set on open
     digest = hashlib.sha256("\0".join(sqlfiles.load(name) for name in files).encode())
     return f"ctda-sql schema {digest.hexdigest()[:16]}"
 
@@ -212,28 +211,28 @@ def _limit_memory(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"SET memory_limit = '{limit}'")
 
 
-# Every table of the warehouse, each with a COMMENT on it and on every column (sql/comments.sql;
-# tests/unit/test_column_comments.py fails for a table missing here). Not `experiments`: `meta load`
-# re-creates it with the user's columns, which have no comment, and drops the table's own, so
-# checking it would report them after every load and re-run comments.sql; comments.sql still
-# describes the table and its key column `run` whenever it runs.
-PUBLIC_TABLES = ("runs", "traces", "events", "steps", "threads",
-                 "analysis_windows", "nodes", "edges", "critical_path", "path_events", "phase_rules",
-                 "collective_instances", "cross_rank_segments",
-                 "whatif_steps", "whatif_path", "comm_model", "advice_findings", "advice_profile",
-                 "schema_version")
+# Tables whose columns are not all the schema files': `meta load` re-creates experiments with the
+# user's columns, which have no description, and drops the table's own (it gives the table and
+# its key `run` theirs back); checking it would report the user's columns after every load.
+USER_COLUMNS_TABLES = ("experiments",)
 
 
-def _describe_public_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """COMMENT ON the public tables and columns, only when one lacks it (a new database, or
-    one from before the comments): an open that changes nothing writes nothing."""
-    if undescribed_columns(con):
-        sqlfiles.execute(con, "comments.sql")
+def public_tables() -> tuple[str, ...]:
+    """The tables of the schema files whose every column is described there."""
+    return tuple(table for table in column_docs.schema_docs() if table not in USER_COLUMNS_TABLES)
+
+
+def _describe_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """COMMENT ON every table and column of the schema files, with the texts written beside
+    their definitions. Only a new database or a changed schema (its fingerprint) gets here, so
+    an older database gains new and changed descriptions, and an open that changes nothing
+    writes nothing."""
+    column_docs.describe_tables(con)
 
 
 def undescribed_columns(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
-    """(table, column) of the public tables that have no comment."""
-    return con.execute(sqlfiles.load("undescribed_columns.sql"), [list(PUBLIC_TABLES)]).fetchall()
+    """(table, column) of the public tables that have no comment; '' is the table itself."""
+    return con.execute(sqlfiles.load("undescribed_columns.sql"), [list(public_tables())]).fetchall()
 
 
 def _refuse_old_layout(con: duckdb.DuckDBPyConnection, path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-from ctda_sql.core import sqlfiles
+from ctda_sql.core import column_docs, sqlfiles
 from ctda_sql.core.connection import duckdb_path
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.core.quoting import quote_identifier, quote_literal
@@ -29,6 +29,8 @@ def load_experiments(con: duckdb.DuckDBPyConnection, path: Path | str, key: str)
         _check_unique_runs(con, key)
         count = con.execute("SELECT count(*) FROM staged_experiments").fetchone()[0]
         sqlfiles.execute(con, "views/staged_experiments.sql")
+        # CREATE OR REPLACE dropped the descriptions of the table and its key `run`
+        column_docs.describe_tables(con, ["experiments"])
     finally:
         con.execute("DROP TABLE IF EXISTS staged_experiments")
     return count

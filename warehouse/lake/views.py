@@ -93,7 +93,8 @@ def _dataset(lake: Path, table: str, files: list[Path]):
 
 def _comment_statements(con, tables: list[str]) -> str:
     """COMMENT ON statements giving the views that replace `tables` the tables' descriptions.
-    COMMENT takes no parameters; the texts are the package's own (sql/comments.sql), quoted."""
+    COMMENT takes no parameters; the texts are the package's own (the schema files, which
+    core/column_docs.py gave the tables), quoted."""
     from ctda_sql.core import sqlfiles
 
     rows = con.execute(sqlfiles.load("lake/table_comments.sql"), {"tables": tables}).fetchall()
