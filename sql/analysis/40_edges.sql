@@ -4,6 +4,8 @@
 -- makes: _cp_sync_waits(run_id, rank, step, waiter_node, call_name, copy_event_id, sync_start_us,
 --                      sync_end_us, recorded, scope_stream, all_streams)
 -- makes: cp_wait_ends(run_id, rank, step, node_id, wait_end_us)
+-- makes: _cp_sync_edges(run_id, rank, step, src, dst, type, inferred, effective_end_us)
+-- makes: _cp_comm_edges(run_id, rank, step, src, dst, type, inferred, effective_end_us)
 -- makes: cp_edges(run_id, rank, step, src, dst, type, inferred, effective_end_us)
 -- param: sync_tolerance_us DOUBLE
 -- Stage 4: the device ops each GPU node holds, and the edges between nodes.
@@ -42,48 +44,19 @@ SELECT run_id, rank, step, waiter_node AS node_id, max(sync_end_us) AS wait_end_
 FROM _cp_sync_waits
 GROUP BY ALL;
 
-CREATE OR REPLACE TEMP TABLE cp_edges AS
-WITH cpu_chain AS (
-    SELECT run_id, rank, step, node_id AS dst, tid,
-           lag(node_id) OVER w AS src, lag(tid) OVER w AS src_tid, lag(end_us) OVER w AS src_end_us
-    FROM cp_nodes WHERE kind = 'cpu' AND comm_event_id IS NULL
-    WINDOW w AS (PARTITION BY run_id, rank, step ORDER BY start_us, node_id)
-),
-stream_chain AS (
-    SELECT run_id, rank, step, node_id AS dst,
-           lag(node_id) OVER w AS src, lag(end_us) OVER w AS src_end_us
-    FROM cp_nodes WHERE kind = 'gpu'
-    WINDOW w AS (PARTITION BY run_id, rank, step, stream ORDER BY start_us, node_id)
-),
-calls AS (
-    SELECT c.run_id, c.rank, c.step, c.node_id AS src, n.node_id AS dst,
-           arg_min(g.launch_enqueued_us, g.launch_start_us) AS first_launch_end_us
-    FROM cp_gpu_split AS g
-    JOIN cp_nodes AS n ON n.run_id = g.run_id AND n.rank = g.rank AND n.step = g.step AND n.kind = 'gpu'
-        AND NOT n.carry_in AND n.cpu_node = g.cpu_node AND n.stream = g.stream AND n.split_no = g.split_no
-    JOIN cp_nodes AS c ON c.run_id = g.run_id AND c.rank = g.rank AND c.step = g.step AND c.kind = 'cpu'
-        AND c.cpu_node = g.cpu_node
-    GROUP BY ALL
-),
-stream_waits AS (
-    SELECT s.run_id, s.rank, s.step, s.node_id AS src, t.node_id AS dst, any_value(w.inferred) AS inferred,
-           max(src_node.end_us) AS src_end_us
-    FROM cp_stream_waits AS w
-    JOIN cp_gpu_node_events AS s ON s.run_id = w.run_id AND s.rank = w.rank AND s.event_id = w.source_event_id
-    JOIN cp_gpu_node_events AS t ON t.run_id = w.run_id AND t.rank = w.rank AND t.step = s.step
-        AND t.event_id = w.target_event_id
-    JOIN cp_nodes AS src_node ON src_node.run_id = s.run_id AND src_node.rank = s.rank
-        AND src_node.step = s.step AND src_node.node_id = s.node_id
-    GROUP BY ALL
-),
+-- Sync edges: each blocking sync's waiter node depends on the latest GPU node it waited for
+-- (one per stream where the sync waits for all streams or names one).
+--
 -- The GPU nodes that end while a sync waits (after it starts, by its return plus the
 -- tolerance) are its candidates. A join on the step with that range would compare every sync
--- with every GPU node of the step (quadratic in a loop of .item() calls). Instead one ordered pass over each step's GPU node ends and the syncs'
--- bounds gives every node its position in end order and every bound the count of nodes
--- ending by it (ties: the node first); a sync's candidates are the positions between its
--- two bounds. A thread's syncs do not overlap, so each node is a candidate of about one
--- sync per thread: n log n in the step's nodes and syncs.
-sync_waits AS (
+-- with every GPU node of the step (quadratic in a loop of .item() calls). Instead one
+-- ordered pass over each step's GPU node ends and the syncs' bounds gives every node its
+-- position in end order and every bound the count of nodes ending by it (ties: the node
+-- first); a sync's candidates are the positions between its two bounds. A thread's syncs do
+-- not overlap, so each node is a candidate of about one sync per thread: n log n in the
+-- step's nodes and syncs.
+CREATE OR REPLACE TEMP TABLE _cp_sync_edges AS
+WITH sync_waits AS (
     SELECT row_number() OVER () AS wait_row, * FROM _cp_sync_waits
 ),
 gpu_ends AS MATERIALIZED (
@@ -127,9 +100,14 @@ sync_candidates AS (
             SELECT 1 FROM cp_gpu_node_events AS m
             WHERE m.run_id = g.run_id AND m.rank = g.rank AND m.step = g.step AND m.node_id = g.node_id
               AND m.event_id = sw.copy_event_id))
-),
--- gloo executions (communication nodes of a worker thread). A worker runs one at a time.
-comm_chain AS (
+)
+SELECT run_id, rank, step, src, dst, 'sync' AS type, inferred, src_end_us AS effective_end_us
+FROM sync_candidates WHERE latest = 1;
+
+-- gloo edges: each worker thread's executions in order (a worker runs one at a time), the
+-- collective call that handed each one over, and the waits for it.
+CREATE OR REPLACE TEMP TABLE _cp_comm_edges AS
+WITH comm_chain AS (
     SELECT run_id, rank, step, node_id AS dst,
            lag(node_id) OVER w AS src, lag(end_us) OVER w AS src_end_us
     FROM cp_nodes WHERE comm_event_id IS NOT NULL
@@ -166,6 +144,50 @@ comm_waits AS (
         ON d.run_id = t.run_id AND d.rank = t.rank AND d.step = t.step AND d.kind = 'cpu' AND d.cpu_node = t.cpu_node
     JOIN comm_nodes AS g
         ON g.run_id = w.run_id AND g.rank = w.rank AND g.step = d.step AND g.comm_event_id = w.comm_event_id
+)
+SELECT run_id, rank, step, src, dst, 'sequential' AS type, false AS inferred, src_end_us AS effective_end_us
+FROM comm_chain WHERE src IS NOT NULL
+UNION ALL
+-- per_thread keeps these: the hand-over and the wait are the collective's, not a thread switch
+SELECT run_id, rank, step, src, dst, 'call', false, call_end_us FROM comm_calls
+UNION ALL
+SELECT run_id, rank, step, src, dst, 'sync', true, src_end_us FROM comm_waits;
+
+-- Every edge: each CPU thread's and stream's order, launches, stream waits, and the sync and
+-- gloo edges above.
+CREATE OR REPLACE TEMP TABLE cp_edges AS
+WITH cpu_chain AS (
+    SELECT run_id, rank, step, node_id AS dst, tid,
+           lag(node_id) OVER w AS src, lag(tid) OVER w AS src_tid, lag(end_us) OVER w AS src_end_us
+    FROM cp_nodes WHERE kind = 'cpu' AND comm_event_id IS NULL
+    WINDOW w AS (PARTITION BY run_id, rank, step ORDER BY start_us, node_id)
+),
+stream_chain AS (
+    SELECT run_id, rank, step, node_id AS dst,
+           lag(node_id) OVER w AS src, lag(end_us) OVER w AS src_end_us
+    FROM cp_nodes WHERE kind = 'gpu'
+    WINDOW w AS (PARTITION BY run_id, rank, step, stream ORDER BY start_us, node_id)
+),
+calls AS (
+    SELECT c.run_id, c.rank, c.step, c.node_id AS src, n.node_id AS dst,
+           arg_min(g.launch_enqueued_us, g.launch_start_us) AS first_launch_end_us
+    FROM cp_gpu_split AS g
+    JOIN cp_nodes AS n ON n.run_id = g.run_id AND n.rank = g.rank AND n.step = g.step AND n.kind = 'gpu'
+        AND NOT n.carry_in AND n.cpu_node = g.cpu_node AND n.stream = g.stream AND n.split_no = g.split_no
+    JOIN cp_nodes AS c ON c.run_id = g.run_id AND c.rank = g.rank AND c.step = g.step AND c.kind = 'cpu'
+        AND c.cpu_node = g.cpu_node
+    GROUP BY ALL
+),
+stream_waits AS (
+    SELECT s.run_id, s.rank, s.step, s.node_id AS src, t.node_id AS dst, any_value(w.inferred) AS inferred,
+           max(src_node.end_us) AS src_end_us
+    FROM cp_stream_waits AS w
+    JOIN cp_gpu_node_events AS s ON s.run_id = w.run_id AND s.rank = w.rank AND s.event_id = w.source_event_id
+    JOIN cp_gpu_node_events AS t ON t.run_id = w.run_id AND t.rank = w.rank AND t.step = s.step
+        AND t.event_id = w.target_event_id
+    JOIN cp_nodes AS src_node ON src_node.run_id = s.run_id AND src_node.rank = s.rank
+        AND src_node.step = s.step AND src_node.node_id = s.node_id
+    GROUP BY ALL
 ),
 typed AS (
     SELECT run_id, rank, step, src, dst,
@@ -179,14 +201,9 @@ typed AS (
     UNION ALL
     SELECT run_id, rank, step, src, dst, 'sync', inferred, src_end_us FROM stream_waits
     UNION ALL
-    SELECT run_id, rank, step, src, dst, 'sync', inferred, src_end_us FROM sync_candidates WHERE latest = 1
+    SELECT * FROM _cp_sync_edges
     UNION ALL
-    SELECT run_id, rank, step, src, dst, 'sequential', false, src_end_us FROM comm_chain WHERE src IS NOT NULL
-    UNION ALL
-    -- per_thread keeps these: the hand-over and the wait are the collective's, not a thread switch
-    SELECT run_id, rank, step, src, dst, 'call', false, call_end_us FROM comm_calls
-    UNION ALL
-    SELECT run_id, rank, step, src, dst, 'sync', true, src_end_us FROM comm_waits
+    SELECT * FROM _cp_comm_edges
 )
 -- every edge must point forward in time (start, then id): the graph stays acyclic
 SELECT DISTINCT e.*

@@ -4,6 +4,8 @@
 -- makes: _cr_rank_paths(run_id, rank, step, method, seq, node_id, counted_start_us, counted_end_us,
 --                      counted_us, kind, edge_type, gap_before_us, gap_kind, node_rank,
 --                      queued_gap_us, queued_idle_us, prev_end_us)
+-- makes: _cr_waited(run_id, step, rank, pg, seq, name, end_us, exec_event_id, cpu_event_id,
+--                  next_rank, cut_us, next_upper_us, waited_row)
 -- makes: _cr_gates(gate_id, run_id, step, rank, pg, seq, name, end_us, exec_event_id, cpu_event_id,
 --                 next_rank, cut_us, next_upper_us)
 -- makes: _cr_gate_ends(run_id, step, rank, end_us, gate_id)
@@ -71,7 +73,10 @@ WHERE p.method = 'ctda';
 -- instance but a send, so this drops the sends that returned before their receiver arrived:
 -- NCCL or gloo buffered the message and the sender waited for nothing. Hopping there would put
 -- the receiver's time before its arrival on the path in place of the sender's own work.
-CREATE OR REPLACE TEMP TABLE _cr_gates AS
+--
+-- Waiting collectives: each rank's collectives that waited for a later rank, in the step of
+-- the rank's window that holds their end.
+CREATE OR REPLACE TEMP TABLE _cr_waited AS
 WITH waiting AS MATERIALIZED (
     SELECT i.run_id, i.rank, i.pg, i.seq, i.name, i.end_us, i.exec_event_id, i.cpu_event_id,
            i.last_rank AS next_rank,
@@ -110,22 +115,23 @@ window_ends AS (
     FROM end_positions
     WHERE is_end = 0
     GROUP BY window_row, run_id, rank, start_us, e2e_end_us
-),
+)
 -- (every check goes with a positions' join, on the values the positions carry: with both
 -- sides' tables joined in, the planner may compare them directly, every one with every one)
-waited AS MATERIALIZED (
-    SELECT i.run_id, w.step, i.rank, i.pg, i.seq, i.name, i.end_us, i.exec_event_id, i.cpu_event_id,
-           i.next_rank, i.cut_us, i.next_upper_us, row_number() OVER () AS waited_row
-    FROM window_ends AS p
-    JOIN end_positions AS e USING (run_id, rank, position)
-    JOIN waiting AS i ON i.waiting_row = e.waiting_row
-    -- the step of the rank's window that holds the collective's end
-    JOIN windows AS w ON w.window_row = p.window_row
-    WHERE e.is_end = 1 AND e.t > p.start_us AND e.t <= p.e2e_end_us
-      AND EXISTS (SELECT 1 FROM _cr_windows AS lw
-                  WHERE lw.run_id = i.run_id AND lw.rank = i.next_rank AND lw.step = w.step)
-),
-paths AS MATERIALIZED (
+SELECT i.run_id, w.step, i.rank, i.pg, i.seq, i.name, i.end_us, i.exec_event_id, i.cpu_event_id,
+       i.next_rank, i.cut_us, i.next_upper_us, row_number() OVER () AS waited_row
+FROM window_ends AS p
+JOIN end_positions AS e USING (run_id, rank, position)
+JOIN waiting AS i ON i.waiting_row = e.waiting_row
+-- the step of the rank's window that holds the collective's end
+JOIN windows AS w ON w.window_row = p.window_row
+WHERE e.is_end = 1 AND e.t > p.start_us AND e.t <= p.e2e_end_us
+  AND EXISTS (SELECT 1 FROM _cr_windows AS lw
+              WHERE lw.run_id = i.run_id AND lw.rank = i.next_rank AND lw.step = w.step);
+
+-- Gates: the waiting collectives above that the rank's ctda path reached.
+CREATE OR REPLACE TEMP TABLE _cr_gates AS
+WITH paths AS MATERIALIZED (
     SELECT run_id, rank, step, prev_end_us, counted_start_us, row_number() OVER () AS path_row
     FROM _cr_rank_paths
 ),
@@ -136,7 +142,7 @@ gap_positions AS MATERIALIZED (
     FROM (
         SELECT run_id, rank, step, end_us AS t, 1 AS bound_order, 1 AS is_end, waited_row, NULL::BIGINT AS path_row,
                NULL::DOUBLE AS prev_end_us, NULL::DOUBLE AS counted_start_us
-        FROM waited
+        FROM _cr_waited
         UNION ALL
         SELECT run_id, rank, step, prev_end_us, 0, 0, NULL, path_row, prev_end_us, counted_start_us FROM paths
         UNION ALL
@@ -158,7 +164,7 @@ resumed AS (
       AND r.counted_start_us - e.t <= $resume_tolerance_us
 ),
 reached AS (
-    SELECT g.* FROM waited AS g
+    SELECT g.* FROM _cr_waited AS g
     WHERE EXISTS (SELECT 1 FROM path_events AS e
                   WHERE e.run_id = g.run_id AND e.rank = g.rank AND e.step = g.step AND e.method = 'ctda'
                     AND e.event_id = g.exec_event_id)

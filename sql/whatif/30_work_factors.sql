@@ -3,6 +3,8 @@
 -- makes: _wi_comm_factors(run_id, rank, event_id, lane, ts_us, end_us, factor)
 -- makes: wi_event_factors(run_id, rank, lane, event_id, ts_us, end_us, factor)
 -- makes: wi_work_shrink(run_id, rank, lane, from_us, to_us, removed_rate, removed_before_us)
+-- makes: _wi_changed_lanes(run_id, rank, lane)
+-- makes: _wi_idle_gaps(run_id, rank, window_start_us, pid, tid, ts_us, idle_from_us)
 -- makes: wi_inferred_waits(run_id, rank, lane, window_start_us, from_us, to_us, producer_lane,
 --                          producer_event_id, producer_end_us, reference_us, inferred)
 -- makes: wi_shrink(run_id, rank, lane, from_us, to_us, removed_rate, removed_before_us)
@@ -95,19 +97,22 @@ FROM stretches;
 -- between the top-level events of a CPU thread of the graph that ends within $handoff_us after
 -- work on another thread of the rank ended waited for that work. The wait shortens by as much
 -- as the producer's work moved earlier relative to the waiting thread (never below zero).
-CREATE OR REPLACE TEMP TABLE wi_inferred_waits AS
--- only a producer whose own lane the scenario changed can shorten a wait (launch-queue waits
--- are no change: they go in every replay)
-WITH changed_lanes AS (
-    SELECT DISTINCT run_id, rank, lane FROM wi_event_factors WHERE starts_with(lane, 'cpu/')
-),
-lanes AS (
+--
+-- The CPU threads the scenario changed: only a producer whose own lane changed can shorten a
+-- wait (launch-queue waits are no change: they go in every replay).
+CREATE OR REPLACE TEMP TABLE _wi_changed_lanes AS
+SELECT DISTINCT run_id, rank, lane FROM wi_event_factors WHERE starts_with(lane, 'cpu/');
+
+-- Idle gaps of at least $min_wait_us on the CPU threads of the graph, on ranks with a changed
+-- thread: each op that began after the thread sat idle since idle_from_us.
+CREATE OR REPLACE TEMP TABLE _wi_idle_gaps AS
+WITH lanes AS (
     SELECT DISTINCT w.run_id, w.rank, w.step, w.start_us AS window_start_us, w.end_us AS window_end_us,
            n.pid, n.tid
     FROM wi_windows AS w
     JOIN nodes AS n USING (run_id, rank, step)
     WHERE n.method = 'ctda' AND n.kind = 'cpu'
-      AND (w.run_id, w.rank) IN (SELECT run_id, rank FROM changed_lanes)
+      AND (w.run_id, w.rank) IN (SELECT run_id, rank FROM _wi_changed_lanes)
 ),
 -- A window's ops on a thread are the thread's cpu_ops that start in it. A join on the thread
 -- with that range would compare every window with every op of the thread (quadratic in a
@@ -150,10 +155,11 @@ lane_ops AS (
     FROM lane_positions AS l
     JOIN positions AS e USING (run_id, rank, pid, tid, position)
     WHERE e.is_op = 1 AND e.ts_us >= l.window_start_us AND e.ts_us < l.window_end_us
-),
-gaps AS (
-    SELECT * FROM lane_ops WHERE ts_us - idle_from_us >= $min_wait_us
-),
+)
+SELECT * FROM lane_ops WHERE ts_us - idle_from_us >= $min_wait_us;
+
+-- The inferred waits: the idle gaps that ended within $handoff_us of a changed thread's work.
+CREATE OR REPLACE TEMP TABLE wi_inferred_waits AS
 -- The producer is the event of another changed thread of the rank that ended last by the
 -- wait's end. A join of the gaps with the rank's events would compare every gap with every
 -- event of the changed threads. Instead each gap looks up every other changed thread of
@@ -161,17 +167,17 @@ gaps AS (
 -- and of events ending together the highest id): the last to end by the gap's end, checked
 -- against the gap; the latest of them wins. (An ASOF join here runs as a nested loop: the
 -- planner's estimate of the gaps is under its loop threshold.)
-producers AS MATERIALIZED (
+WITH producers AS MATERIALIZED (
     SELECT run_id, rank, pid, tid, end_us, max(event_id) AS event_id
     FROM events
     WHERE ph = 'X' AND NOT is_device_category(cat) AND NOT starts_with(name, 'ProfilerStep#')
-      AND (run_id, rank, 'cpu/' || pid || '/' || tid) IN (SELECT run_id, rank, lane FROM changed_lanes)
+      AND (run_id, rank, 'cpu/' || pid || '/' || tid) IN (SELECT run_id, rank, lane FROM _wi_changed_lanes)
     GROUP BY run_id, rank, pid, tid, end_us
 ),
 lookups AS (
     SELECT g.run_id, g.rank, g.pid, g.tid, g.window_start_us, g.idle_from_us, g.ts_us,
            t.pid AS producer_pid, t.tid AS producer_tid
-    FROM gaps AS g
+    FROM _wi_idle_gaps AS g
     JOIN (SELECT DISTINCT run_id, rank, pid, tid FROM producers) AS t
         ON t.run_id = g.run_id AND t.rank = g.rank AND (t.pid, t.tid) <> (g.pid, g.tid)
 ),

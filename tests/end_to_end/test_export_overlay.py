@@ -76,6 +76,13 @@ def test_one_rank_keeps_every_event_and_adds_the_path(warehouse, tmp_path):
     assert trace["distributedInfo"]["rank"] == 1 and trace["ctdaOverlay"]["ranks"] == [1]
 
 
+def test_the_overlay_leaves_none_of_its_step_tables_on_the_connection(warehouse, tmp_path):
+    """sql/export/overlay_events.sql makes private temp tables (one holds a row per input
+    event) before its last SELECT: a session that exports keeps none of them."""
+    warehouse.export_overlay(tmp_path / "all.json", run="fig", methods=["all"])
+    assert count(warehouse, "SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, '_overlay')") == 0
+
+
 def test_events_with_counted_time_carry_args_critical(warehouse, tmp_path):
     warehouse.export_overlay(tmp_path / "r0.json", run="fig", rank=0)
     events = read_trace(tmp_path / "r0.json")["traceEvents"]

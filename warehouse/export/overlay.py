@@ -49,13 +49,17 @@ def write_overlay(con: duckdb.DuckDBPyConnection, path: Path, run: str, rank: in
     inputs = _input_events(con, run_id, ranks)
     con.register("overlay_input", inputs)
     con.register("overlay_pids", pids)
+    *steps, (query, names) = sqlfiles.parameterized_statements(sqlfiles.load("export/overlay_events.sql"))
     try:
-        reader = con.sql(sqlfiles.load("export/overlay_events.sql"), params=params).to_arrow_reader(_BATCH_ROWS)
+        for statement, used in steps:  # the named steps: private temp tables the query reads
+            con.execute(statement, {key: params[key] for key in used})
+        reader = con.sql(query, params={key: params[key] for key in names}).to_arrow_reader(_BATCH_ROWS)
         try:
             written = _write_json(path, header, reader)
         finally:
             reader.close()  # the query's result holds the connection until closed
     finally:
+        sqlfiles.execute(con, "export/overlay_drop.sql")
         con.unregister("overlay_input")
         con.unregister("overlay_pids")
     return {"path": str(path), "run": run, "ranks": ranks, "methods": methods,
