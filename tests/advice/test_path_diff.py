@@ -18,6 +18,7 @@ from ctda_sql.engine.reports import find_report, run_report
 from ctda_sql.ingest.load import ingest
 from ctda_sql.testing.tracebuilder import TraceBuilder
 
+from helpers.jobs import collective
 from helpers.pairs import STEPS, training_trace
 
 DATA = Path(__file__).parents[1] / "data"
@@ -65,13 +66,7 @@ def job_traces(folder: Path, slow_us: float) -> list[Path]:
             b.cpu_op(main, "aten::mm", ts=t0 + 10 + late, dur=100)
             arrival = t0 + 120 + late
             end = t0 + 120 + slow_us + 150
-            b.cpu_op(main, "c10d::allreduce_", ts=arrival, dur=5,
-                     **{"Input Dims": [[[1024]]], "Input type": ["TensorList"]})
-            b.cpu_op(main, "record_param_comms", ts=arrival + 1, dur=3, **{
-                "Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float",
-                "Process Group Name": "0", "Process Group Ranks": "[0, 1]", "Group size": 2})
-            b.annotation(worker, "gloo:all_reduce", ts=arrival + 2, dur=end - arrival - 2,
-                         **{"Input Dims": [[1024]], "Input type": ["float"]})
+            collective(b, main, worker, arrival, arrival + 2, end, [0, 1])
             b.cpu_op(main, "aten::add_", ts=end + 5, dur=50)
         paths.append(b.write(folder / f"rank-{rank}.json.gz"))
     return paths

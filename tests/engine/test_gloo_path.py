@@ -21,24 +21,10 @@ import pytest
 from ctda_sql.api import Warehouse
 from ctda_sql.testing.tracebuilder import TraceBuilder
 
+from helpers.jobs import gloo_ddp_rank
+
 SHAPED = Path(__file__).parents[1] / "data" / "shaped"
 METHODS = ("ctda", "per_thread", "cross_rank")
-
-
-def ddp_rank(folder: Path, rank: int, compute_us: float, step_us: float) -> None:
-    """One DDP step: backward compute, the bucket's all-reduce call, more backward while gloo
-    runs it (322 + extra .. 822 on the worker), the wait (nothing recorded), the update."""
-    b = TraceBuilder(rank=rank, world_size=2, pid=1000 + rank)
-    main, worker = b.thread(100 + rank, "pt_main_thread"), b.thread(500 + rank, "pt_gloo_runloop")
-    b.step(1, main, ts=0, dur=step_us)
-    b.cpu_op(main, "aten::mm", ts=10, dur=compute_us)                  # 10 .. 10 + compute
-    call = 20 + compute_us
-    b.cpu_op(main, "c10d::allreduce_", ts=call, dur=5)
-    b.annotation(worker, "gloo:all_reduce", ts=call + 2, dur=822 - (call + 2),
-                 **{"Input Dims": [[1024]], "Input type": ["float"]})
-    b.cpu_op(main, "aten::mm", ts=call + 10, dur=100)                  # overlaps the transfer
-    b.cpu_op(main, "aten::add_", ts=842, dur=50)                       # resumes 20 us after 822
-    b.write(folder / f"rank-{rank}.json.gz")
 
 
 def sleeper(folder: Path) -> None:
@@ -62,8 +48,8 @@ def handmade(tmp_path_factory):
     ddp.mkdir(), sleep.mkdir()
     # rank 1 computes 200 us longer: rank 0's all-reduce waits 200 us for it; rank 0's step
     # ends 5 us later, so the cross-rank path starts there
-    ddp_rank(ddp, 0, compute_us=300, step_us=905)
-    ddp_rank(ddp, 1, compute_us=500, step_us=900)
+    gloo_ddp_rank(0, compute_us=300, step_us=905).write(ddp / "rank-0.json.gz")
+    gloo_ddp_rank(1, compute_us=500, step_us=900).write(ddp / "rank-1.json.gz")
     sleeper(sleep)
     warehouse = Warehouse(root / "w.duckdb")
     warehouse.ingest(ddp, run="ddp")
@@ -214,7 +200,7 @@ def even(tmp_path_factory):
     job = root / "even"
     job.mkdir()
     for rank in (0, 1):
-        ddp_rank(job, rank, compute_us=300, step_us=900)
+        gloo_ddp_rank(rank, compute_us=300, step_us=900).write(job / f"rank-{rank}.json.gz")
     warehouse = Warehouse(root / "w.duckdb")
     warehouse.ingest(job, run="even")
     warehouse.analyze()

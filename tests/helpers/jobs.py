@@ -1,6 +1,7 @@
 """Multi-rank jobs: the recorded gloo runs, hand-made all-reduce jobs with a late rank
-(tests/engine/test_crossrank.py), a 1F1B pipeline and a send/recv pair (tests/engine/test_crossrank_parallel.py
-derives their paths), and a shared-link cluster file."""
+(tests/engine/test_crossrank.py), a DDP step on gloo (tests/engine/test_gloo_path.py), a chain of
+all-reduces the ranks take turns to hold up, a 1F1B pipeline and a send/recv pair
+(tests/engine/test_crossrank_parallel.py derives their paths), and a shared-link cluster file."""
 
 from __future__ import annotations
 
@@ -52,6 +53,59 @@ def job(folder: Path, world: int, steps: int, late: dict[int, int] | None = None
             t0 = steps * 1000.0
             collective(b, main, worker, t0 - 8, t0 - 6, t0 - 2, ranks)
         b.write(folder / f"rank-{rank}.json.gz")
+    return folder
+
+
+def gloo_ddp_rank(rank: int, compute_us: float, step_us: float, nelems: int = 1024, forward: bool = False,
+                  legacy: bool = False) -> TraceBuilder:
+    """One rank of a 2-rank DDP step on gloo (tests/engine/test_gloo_path.py derives its path;
+    tests/ingest/test_legacy_traces.py writes it in PyTorch 1.8's names too): backward compute,
+    the bucket's all-reduce call, which a gloo worker runs from call + 2 to 822 while the main
+    thread computes 100 us more, then the wait (nothing recorded) and the update at 842:
+      main    aten::mm [10, 10 + compute), inside `## forward ## [5, compute + 15)` if `forward`
+              c10d::allreduce_ [call, call + 5), call = 20 + compute
+              aten::mm [call + 10, call + 110), aten::add_ [842, 892)
+      worker  gloo:all_reduce [call + 2, 822) of `nelems` floats
+    ProfilerStep#1 [0, step_us); `legacy`: in 1.8's categories and names."""
+    b = TraceBuilder(rank=rank, world_size=2, pid=1000 + rank, legacy=legacy)
+    main, worker = b.thread(100 + rank, "pt_main_thread"), b.thread(500 + rank, "pt_gloo_runloop")
+    b.step(1, main, ts=0, dur=step_us)
+    if forward:
+        b.annotation(main, "## forward ##", ts=5, dur=compute_us + 10)
+    b.cpu_op(main, "aten::mm", ts=10, dur=compute_us)
+    call = 20 + compute_us
+    b.cpu_op(main, "c10d::allreduce_", ts=call, dur=5)
+    b.annotation(worker, "gloo:all_reduce", ts=call + 2, dur=822 - (call + 2),
+                 **{"Input Dims": [[nelems]], "Input type": ["float"]})
+    b.cpu_op(main, "aten::mm", ts=call + 10, dur=100)                  # overlaps the transfer
+    b.cpu_op(main, "aten::add_", ts=842, dur=50)                       # resumes 20 us after 822
+    return b
+
+
+def turn_taking_rank(rank: int, calls: int, calls_per_step: int | None = None) -> TraceBuilder:
+    """Rank `rank` of 2 making `calls` gloo all-reduces 100 us apart, each waited for before the
+    next: the ranks take turns to arrive 60 us late (call i: rank i mod 2), so every call gates
+    the cross-rank path and the path changes rank at each one; the op after a call starts once
+    its worker is done, 12 us after the late arrival. Steps of `calls_per_step` calls (default:
+    one step of them all)."""
+    per_step = calls_per_step or calls
+    b = TraceBuilder(rank=rank, world_size=2, pid=1000 + rank)
+    main, worker = b.thread(100 + rank, "pt_main_thread"), b.thread(500 + rank, "gloo worker")
+    for first in range(0, calls, per_step):
+        b.step(first // per_step + 1, main, ts=first * 100, dur=min(per_step, calls - first) * 100)
+    for i in range(calls):
+        call = 5 + i * 100 + (60 if i % 2 == rank else 0)
+        end = 5 + i * 100 + 72
+        collective(b, main, worker, call, call + 2, end, [0, 1])
+        b.cpu_op(main, "aten::add_", ts=end + 1, dur=4)
+    return b
+
+
+def gloo_chain(folder: Path, calls: int, calls_per_step: int | None = None) -> Path:
+    """turn_taking_rank's two ranks as folder/rank-R.json.gz."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank in range(2):
+        turn_taking_rank(rank, calls, calls_per_step).write(folder / f"rank-{rank}.json.gz")
     return folder
 
 

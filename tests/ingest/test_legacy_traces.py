@@ -20,6 +20,7 @@ from ctda_sql.whatif.changes import Scale, Scenario
 from ctda_sql.whatif.replay import whatif
 
 from engine_helpers import remainder
+from helpers.jobs import gloo_ddp_rank
 
 # single_thread_step in the layout of a PyTorch 1.8 file, with the fields the builder leaves out
 # (process names, Device / Trace name / cbid / external ts / kernel and copy args, the
@@ -286,28 +287,6 @@ def test_a_gpu_op_without_a_stream_arg_takes_it_from_its_stream_lane(tmp_path):
 ALL_REDUCE_DIMS = {"Input Dims": [[1048576]], "Input type": ["float"]}  # 4 MiB
 
 
-def gloo_ddp_rank(rank: int, compute_us: float, step_us: float, legacy: bool) -> TraceBuilder:
-    """A DDP step on gloo (tests/engine/test_gloo_path.py's, with a forward annotation): compute, the
-    bucket's all-reduce call, which a gloo worker runs from call + 2 to 822 while the main
-    thread computes 100 us more, then waits (nothing recorded) and resumes at 842:
-      main    ## forward ## [5, compute + 15) holding aten::mm [10, 10 + compute)
-              c10d::allreduce_ [call, call + 5), call = 20 + compute
-              aten::mm [call + 10, call + 110), aten::add_ [842, 892)
-      worker  gloo:all_reduce [call + 2, 822)
-    Rank 0 computes 300 us, rank 1 500 us: rank 1 arrives last, at 522."""
-    b = TraceBuilder(rank=rank, world_size=2, pid=1000 + rank, legacy=legacy)
-    main, worker = b.thread(100 + rank, "pt_main_thread"), b.thread(500 + rank, "pt_gloo_runloop")
-    b.step(1, main, ts=0, dur=step_us)
-    b.annotation(main, "## forward ##", ts=5, dur=compute_us + 10)
-    b.cpu_op(main, "aten::mm", ts=10, dur=compute_us)
-    call = 20 + compute_us
-    b.cpu_op(main, "c10d::allreduce_", ts=call, dur=5)
-    b.annotation(worker, "gloo:all_reduce", ts=call + 2, dur=822 - (call + 2), **ALL_REDUCE_DIMS)
-    b.cpu_op(main, "aten::mm", ts=call + 10, dur=100)
-    b.cpu_op(main, "aten::add_", ts=842, dur=50)
-    return b
-
-
 def nccl_rank(rank: int, legacy: bool) -> TraceBuilder:
     """A DDP step on NCCL, both ranks alike, the kernel without collective metadata (as in
     every trace of that era): its size comes from the nccl:all_reduce annotation around the
@@ -335,7 +314,10 @@ def nccl_rank(rank: int, legacy: bool) -> TraceBuilder:
 SCENARIOS = {
     "single": lambda legacy: [single_thread_step(legacy)],
     "loader": lambda legacy: [data_loading_step(legacy)],
-    "gloo": lambda legacy: [gloo_ddp_rank(0, 300, 905, legacy), gloo_ddp_rank(1, 500, 900, legacy)],
+    # helpers.jobs.gloo_ddp_rank of 4 MiB with a forward annotation: rank 0 computes 300 us,
+    # rank 1 500 us, so rank 1 arrives last, at 522
+    "gloo": lambda legacy: [gloo_ddp_rank(rank, compute, step, nelems=1048576, forward=True, legacy=legacy)
+                            for rank, compute, step in ((0, 300, 905), (1, 500, 900))],
     "nccl": lambda legacy: [nccl_rank(0, legacy), nccl_rank(1, legacy)],
 }
 

@@ -23,6 +23,8 @@ from ctda_sql.core import sqlfiles, stages
 from ctda_sql.core.connection import connect
 from ctda_sql.testing.tracebuilder import TraceBuilder
 
+from helpers.jobs import collective
+
 GROUPS = ("analysis", "crossrank", "whatif", "advice", "advice/rules", "lake", "ingest")
 # the stages that do not run through core.stages.run_stage, with the reason; their `rows`
 # results are checked by running them here (_rows_of)
@@ -134,13 +136,7 @@ def job(folder: Path, world: int = 2, steps: int = 3) -> Path:
             b.cpu_op(main, "aten::mm", ts=t0 + 10, dur=compute)
             b.launch(main, ts=t0 + 20, dur=10, kernel="gemm_kernel", stream=7, kernel_ts=t0 + 40, kernel_dur=200)
             arrival, end = t0 + 20 + compute, t0 + 470
-            b.cpu_op(main, "c10d::allreduce_", ts=arrival, dur=5,
-                     **{"Input Dims": [[[1024]]], "Input type": ["TensorList"]})
-            b.cpu_op(main, "record_param_comms", ts=arrival + 1, dur=3, **{
-                "Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float",
-                "Process Group Name": "0", "Process Group Ranks": str(ranks), "Group size": len(ranks)})
-            b.annotation(worker, "gloo:all_reduce", ts=arrival + 2, dur=end - arrival - 2,
-                         **{"Input Dims": [[1024]], "Input type": ["float"]})
+            collective(b, main, worker, arrival, arrival + 2, end, ranks)
             b.annotation(main, "forward", ts=t0 + 500, dur=300)
             b.cpu_op(autograd, "autograd::engine::evaluate_function: AddmmBackward0", ts=t0 + 600, dur=200)
             b.launch(autograd, ts=t0 + 610, dur=10, kernel="gemm_backward", stream=7,

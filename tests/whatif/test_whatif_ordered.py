@@ -24,7 +24,7 @@ from ctda_sql.whatif.cluster_file import check_cluster
 from ctda_sql.whatif.ordered import levels
 
 from helpers.db import analysed_db
-from helpers.jobs import GLOO, collective, job, shared_link
+from helpers.jobs import GLOO, gloo_chain, job, shared_link
 
 DATA = Path(__file__).parents[1] / "data"
 SCENARIOS = {
@@ -37,25 +37,6 @@ RUNS = ("gloo_chain", "late", "straggler", "shaped", "pipeline_nccl", "fsdp", "d
 SINGLE_RANK = ("ddp_nccl",)
 # the unchanged replay (it settles in a pass or two) and the change's first pass, besides its rounds
 FEW_PASSES = 3
-
-
-def gloo_chain(folder: Path, calls: int, calls_per_step: int | None = None) -> Path:
-    """2 ranks, `calls` gloo all-reduces 100 us apart, each waited for before the next: the
-    ranks take turns to arrive 60 us late, the op after a call starts once its worker is done."""
-    folder.mkdir(parents=True, exist_ok=True)
-    per_step = calls_per_step or calls
-    for rank in range(2):
-        b = TraceBuilder(rank=rank, world_size=2, pid=1000 + rank)
-        main, worker = b.thread(100 + rank, "pt_main_thread"), b.thread(500 + rank, "gloo worker")
-        for first in range(0, calls, per_step):
-            b.step(first // per_step + 1, main, ts=first * 100, dur=min(per_step, calls - first) * 100)
-        for i in range(calls):
-            call = 5 + i * 100 + (60 if i % 2 == rank else 0)
-            end = 5 + i * 100 + 72
-            collective(b, main, worker, call, call + 2, end, [0, 1])
-            b.cpu_op(main, "aten::add_", ts=end + 1, dur=4)
-        b.write(folder / f"rank-{rank}.json.gz")
-    return folder
 
 
 @pytest.fixture(scope="module")
