@@ -40,10 +40,12 @@ ASOF LEFT JOIN wi_shrink AS s
 
 -- Nodes: duration under the scenario; nodes with no predecessor keep their lead from the
 -- window start (less what was removed on their lane before them). Carry-in has none here: it
--- repeats earlier windows' work, replayed there (a collective's coupling included), and moves
--- with its stream's replayed end (warehouse/whatif/graph.py, StreamCarry). The engine's edges
--- between carry-in nodes (each carried-in NCCL kernel is a node, sql/analysis/30_gpu_nodes.sql)
--- would time that work a second time, less what the change removed from it.
+-- repeats earlier windows' work, replayed there (a collective's coupling included), and ends
+-- where that work ends in the replay (warehouse/whatif/graph.py, StreamCarry: lead_us counts
+-- only where no earlier replayed window ran work on the stream, as in a rank's first). The
+-- engine's edges between carry-in nodes (each carried-in NCCL kernel is a node,
+-- sql/analysis/30_gpu_nodes.sql) would time that work a second time, less what the change
+-- removed from it.
 CREATE OR REPLACE TEMP TABLE wi_replay_nodes AS
 SELECT n.window_index, n.seq, n.node_id, n.kind, n.label, n.carry_in, n.stream,
        n.start_us - n.window_start_us AS start_us, n.end_us - n.window_start_us AS end_us,

@@ -152,6 +152,17 @@ class StreamCarry:
         measured_start = chain.origin0[self.first_window] + graph.measured_start[self.first_rows]
         self.first_overlap = np.minimum(
             0.0, measured_start - self.measured_before[self.first_window, self.first_stream])
+        self._anchor_carry_at_end()
+
+    def _anchor_carry_at_end(self) -> None:
+        """A carry-in node that continues earlier windows' work ends where that work ends in
+        their replay (bounds' `moved`), its scaled duration before that end. Its lead from the
+        SQL (the window start less the time removed before it) would count a change to a kernel
+        running across the boundary a second time: once where it was launched, and again in
+        the part of this node before its end (docs/method.md, "A kernel carried across steps")."""
+        graph = self.graph
+        repeats = self.carry_rows[np.isfinite(self.measured_before[self.carry_window, self.carry_stream])]
+        graph.initial[repeats] = graph.measured_end[repeats] - graph.duration[repeats]
 
     @classmethod
     def build(cls, graph: Graph, nodes: dict, chain: WindowChain) -> "StreamCarry | None":
