@@ -9,8 +9,11 @@
 -- Where the critical path's time goes, by region, for `advise` (warehouse/advice/advise.py).
 -- _adv_windows: the analysed windows in scope.
 -- _adv_stretches: the stretches of the ctda path that a CPU thread holds: each CPU node's
---     counted window, and the gap before it when the path was already on that thread (or the
---     window's start): a thread that sleeps or waits inside an annotation holds the path there.
+--     counted window, the gap before it (from the window's start, or from the node the path
+--     came from: the thread runs untraced work, or wakes from a sync or a handoff of the GIL,
+--     there), and after the window's last node, when that is a CPU node, the rest of the window.
+--     A thread that sleeps or waits inside an annotation holds the path there, and the replay
+--     of the annotation at zero removes that time with it.
 -- _adv_events: counted events on the ctda path; kind: op, kernel, runtime, python, other.
 -- _adv_annotations: user annotations (not ProfilerStep#) on main and autograd threads, with
 --     the path time they enclose.
@@ -23,15 +26,13 @@ WHERE run_id = $run_id AND ($rank IS NULL OR rank = $rank) AND ($step IS NULL OR
 CREATE OR REPLACE TEMP TABLE _adv_stretches AS
 WITH path AS (
     SELECT c.run_id, c.rank, c.step, c.seq, c.counted_start_us, c.counted_end_us, c.gap_before_us,
-           n.kind, n.pid, n.tid,
-           lag(n.kind) OVER by_seq AS previous_kind,
-           lag(n.pid) OVER by_seq AS previous_pid,
-           lag(n.tid) OVER by_seq AS previous_tid
+           n.kind, n.pid, n.tid, w.start_us + w.window_us AS window_end_us,
+           c.seq = max(c.seq) OVER by_window AS is_last
     FROM critical_path AS c
     JOIN nodes AS n USING (run_id, rank, step, method, node_id)
-    SEMI JOIN _adv_windows AS w USING (run_id, rank, step)
+    JOIN _adv_windows AS w USING (run_id, rank, step)
     WHERE c.method = 'ctda'
-    WINDOW by_seq AS (PARTITION BY c.run_id, c.rank, c.step ORDER BY c.seq)
+    WINDOW by_window AS (PARTITION BY c.run_id, c.rank, c.step)
 )
 SELECT run_id, rank, step, pid, tid, counted_start_us AS from_us, counted_end_us AS to_us
 FROM path
@@ -40,8 +41,10 @@ UNION ALL
 SELECT run_id, rank, step, pid, tid, counted_start_us - gap_before_us, counted_start_us
 FROM path
 WHERE kind = 'cpu' AND gap_before_us > 0
-  AND (previous_kind IS NULL
-       OR (previous_kind = 'cpu' AND previous_pid IS NOT DISTINCT FROM pid AND previous_tid = tid));
+UNION ALL
+SELECT run_id, rank, step, pid, tid, counted_end_us, window_end_us
+FROM path
+WHERE kind = 'cpu' AND is_last AND window_end_us > counted_end_us;
 
 CREATE OR REPLACE TEMP TABLE _adv_events AS
 SELECT e.run_id, e.rank, e.step, e.event_id, e.name, e.cat, e.self_us, e.inclusive_us,

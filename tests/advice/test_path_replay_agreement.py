@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ctda_sql.advice.advise import OVER_SHARE, OVER_US, UNDER_SHARE, advise
+from ctda_sql.advice.advise import UNDER_SHARE, advise, saving_limit_us
 from ctda_sql.api import Warehouse
 from ctda_sql.core.connection import connect
 from ctda_sql.engine.analyze import analyze
@@ -159,7 +159,12 @@ def shared_profiles(shared_traces, tmp_path_factory):
     analyze(con, show_progress=False)
     runs = [row[0] for row in con.execute(
         "SELECT DISTINCT r.name FROM runs AS r JOIN analysis_windows USING (run_id) ORDER BY 1").fetchall()]
-    yield {run: advise(con, run=run, persist=False, profile_top=10) for run in runs}
+    # the job's step of each (run, step): the slowest rank's window
+    job_steps = con.execute("SELECT r.name, w.step, max(w.window_us) FROM analysis_windows AS w "
+                            "JOIN runs AS r USING (run_id) GROUP BY ALL").fetchall()
+    step_us = {(run, step): us for run, step, us in job_steps}
+    yield {run: {**advise(con, run=run, persist=False, profile_top=10), "job_step_us": {
+        step: us for (r, step), us in step_us.items() if r == run}} for run in runs}
     con.close()
 
 
@@ -168,7 +173,7 @@ def _steps(shared_profiles):
         for region in document["profile"]:
             for row in region["per_step"]:
                 if row["saving_at_zero_us"] is not None:
-                    yield run, region, row
+                    yield run, region, {**row, "step_us": document["job_step_us"][row["step"]]}
 
 
 def test_where_the_saving_at_zero_is_under_half_the_path_time_the_profile_says_why(shared_profiles):
@@ -180,19 +185,40 @@ def test_where_the_saving_at_zero_is_under_half_the_path_time_the_profile_says_w
 
 def test_where_the_saving_at_zero_passes_the_path_time_the_profile_says_why(shared_profiles):
     for run, region, row in _steps(shared_profiles):
-        if row["saving_at_zero_us"] > row["path_us"] * (1 + OVER_SHARE) + OVER_US:
+        if row["saving_at_zero_us"] > saving_limit_us(row["path_us"], row["step_us"]):
             assert row["reason"] and "more than the counted path time" in row["reason"], (run, region["label"], row)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42 item 5, open: on amd_mi250, backward_thread and nccl the replay "
-                   "at zero removes an annotation's or op's time that the ctda path does not count (up to 2.7x "
-                   "the path time), and on ns_resolution a saving moves between chained windows (3.5x in one "
-                   "step, equal over the run); the profile names each (the test above); docs/method.md")
+def _run_totals(region: dict, document: dict) -> tuple[float, float, float]:
+    rows = [row for row in region["per_step"] if row["saving_at_zero_us"] is not None]
+    return (sum(row["path_us"] for row in rows), sum(row["saving_at_zero_us"] for row in rows),
+            sum(document["job_step_us"][row["step"]] for row in rows))
+
+
 def test_the_saving_at_zero_is_at_most_the_path_time(shared_profiles):
-    over = [(run, region["label"], row["step"], row["path_us"], row["saving_at_zero_us"])
-            for run, region, row in _steps(shared_profiles)
-            if row["saving_at_zero_us"] > row["path_us"] * (1 + OVER_SHARE) + OVER_US]
+    # per step; where a rank's windows replay in a chain and a saving moves from one step to
+    # the next (ns_resolution's `## forward ##`: 16.09 ms saved in step 101 for 4.59 ms of path
+    # time, 11.73 ms lost in step 105), over the run's steps, which the reason then names
+    over = []
+    for run, region, row in _steps(shared_profiles):
+        if row["saving_at_zero_us"] <= saving_limit_us(row["path_us"], row["step_us"]):
+            continue
+        path_us, saving_us, steps_us = _run_totals(region, shared_profiles[run])
+        moved = row["reason"] and "time moves between steps" in row["reason"]
+        if not (moved and saving_us <= saving_limit_us(path_us, steps_us)):
+            over.append((run, region["label"], row["step"], row["path_us"], row["saving_at_zero_us"]))
     assert not over
+
+
+def test_an_annotation_holds_the_path_where_its_thread_wakes_and_runs_on(shared_profiles):
+    # amd_mi250's `Optimizer.step#SGD.step` (9,154.7-9,420.9 us on the main thread): the path comes
+    # from the autograd thread at 9,090.1, runs `_foreach_add_` 9,270.3-9,368.5 and ends there; the
+    # window ends at 9,494.7. By hand: 115.6 us of the span before the op (the thread takes over),
+    # 98.2 in it and 52.4 after it (to the span's end) = 266.2 us, and the replay at zero saves the span
+    region = {p["label"]: p for p in shared_profiles["amd_mi250"]["profile"]}["Optimizer.step#SGD.step"]
+    (row,) = [row for row in region["per_step"] if row["step"] == 1]
+    assert row["path_us"] == pytest.approx(266.2, abs=0.5)
+    assert row["saving_at_zero_us"] == pytest.approx(266.2, abs=2) and row["reason"] is None
 
 
 def test_one_rank_of_a_gloo_job_waits_outside_the_trace(shared_profiles):
