@@ -16,15 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
 
-import duckdb
 import pyarrow as pa
 
 from ctda_sql.core import sqlfiles
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.core.runs import run_id_of
+from ctda_sql.core.stages import run_stage
 from ctda_sql.core.transaction import transaction
 from ctda_sql.whatif.changes import Scale, Scenario
-from ctda_sql.whatif.replay import execute_stage, whatif_many
+from ctda_sql.whatif.replay import whatif_many
 
 FINDING_COLUMNS = ("rule", "title", "fix", "path_us", "windows", "ranks", "occurrences", "top_events",
                    "scale_names", "scale_categories", "scale_factors", "scale_ranks", "bandwidth_scale",
@@ -96,7 +96,7 @@ def _advise(con, run, rank, step, top, profile_top, progress) -> dict:
     params = {"run_id": run_id, "rank": rank, "step": step}
     _check_analysed(con, params)
     for stage in STAGES:
-        execute_stage(con, stage, params)
+        run_stage(con, stage, params, "advice stage")
     findings = [f for f in (_find(con, name, params) for name in rule_names()) if f is not None]
     median_step_us = con.execute("SELECT median(window_us) FROM _adv_windows").fetchone()[0] or 0.0
     findings = [f for f in findings if _worth_naming(f, median_step_us)]
@@ -134,7 +134,7 @@ def _persist(con, document: dict) -> None:
     con.register("_adv_result_findings", finding_table)
     con.register("_adv_result_profile", profile_table)
     try:
-        execute_stage(con, "advice/50_persist.sql", {"run_id": document["run_id"]})
+        run_stage(con, "advice/50_persist.sql", {"run_id": document["run_id"]}, "advice stage")
     finally:
         con.unregister("_adv_result_findings")
         con.unregister("_adv_result_profile")
@@ -149,13 +149,7 @@ def _check_analysed(con, params: dict) -> None:
 
 
 def _find(con, name: str, params: dict) -> Finding | None:
-    ((statement, names),) = sqlfiles.parameterized_statements(sqlfiles.load(f"advice/rules/{name}.sql"))
-    try:
-        cursor = con.execute(statement, {key: params[key] for key in names})
-    except duckdb.InterruptException:
-        raise
-    except duckdb.Error as exc:
-        raise CtdaError(f"advice rule {name} failed: {str(exc).strip().splitlines()[0]}") from exc
+    cursor = run_stage(con, f"advice/rules/{name}.sql", params, "advice rule")
     columns = [d[0] for d in cursor.description]
     if tuple(columns) != FINDING_COLUMNS:
         raise CtdaError(f"advice rule {name} returns {columns}, not {list(FINDING_COLUMNS)}")
@@ -171,7 +165,7 @@ def _worth_naming(finding: Finding, median_step_us: float) -> bool:
 
 
 def _profile_regions(con, count: int, params: dict) -> list[dict]:
-    execute_stage(con, "advice/20_profile_regions.sql", {**params, "top": count})
+    run_stage(con, "advice/20_profile_regions.sql", {**params, "top": count}, "advice stage")
     cursor = con.execute("SELECT * FROM _adv_profile_regions ORDER BY place")
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
@@ -356,7 +350,7 @@ def _slack(con, run_id: int, regions: list[dict], results: list, steps: list[lis
                      "node_id": pa.array(node_ids, pa.int64()), "predicted_us": pa.array(durations, pa.float64())})
     con.register("_adv_replayed_path", path)
     try:
-        execute_stage(con, "advice/60_profile_slack.sql", {"run_id": run_id})
+        run_stage(con, "advice/60_profile_slack.sql", {"run_id": run_id}, "advice stage")
     finally:
         con.unregister("_adv_replayed_path")
     cursor = con.execute("SELECT * FROM _adv_slack")
