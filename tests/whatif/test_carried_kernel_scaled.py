@@ -12,15 +12,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ctda_sql.testing.tracebuilder import TraceBuilder
-from ctda_sql.whatif import graph
+from ctda_sql.whatif import graph, replay
 from ctda_sql.whatif.replay import STEP_COLUMNS, Scale, Scenario, whatif
 
 from helpers.db import analysed_db
 
 KERNEL = "long_kernel"
+DATA = Path(__file__).parents[1] / "data"
+SEND_RECV = "ncclDevKernel_SendRecv*"
 
 
 def carried_kernel_trace(path: Path, steps: int = 4) -> Path:
@@ -117,3 +120,79 @@ def test_the_ordered_pass_agrees_with_the_rounds(con, monkeypatch, factor):
     monkeypatch.setattr(graph.StreamCarry, "FAST_ROUNDS", 10**9)  # rounds only
     rounds = predicted(con, factor)
     assert ordered == pytest.approx(rounds, abs=1e-6)
+
+
+def solved_carry(monkeypatch) -> list[dict]:
+    """A list that gets, for every replay from now on, its StreamCarry and solved node starts."""
+    seen: list[dict] = []
+    build, finish = graph.StreamCarry.build.__func__, replay._finish
+
+    def recording(cls, graph_, nodes, chain):
+        seen.append({"carry": build(cls, graph_, nodes, chain)})
+        return seen[-1]["carry"]
+
+    def finishing(graph_, windows, nodes, start, source):
+        seen[-1]["start"] = start.copy()
+        return finish(graph_, windows, nodes, start, source)
+    monkeypatch.setattr(graph.StreamCarry, "build", classmethod(recording))
+    monkeypatch.setattr(replay, "_finish", finishing)
+    return seen
+
+
+def assert_carry_ends_with_the_earlier_work(replayed: dict) -> int:
+    """Every later window's carry-in node that ends its stream's measured earlier work ends,
+    replayed, where the rank's earlier windows' work on that stream ends in the same replay.
+    Returns how many such nodes there are."""
+    carry, start = replayed["carry"], replayed["start"]
+    g, chain = carry.graph, carry.chain
+    origin = chain.origins(g.window_lengths(start))
+    before = carry._ends_before(start + g.duration, origin)
+    window, stream, rows = carry.carry_window, carry.carry_stream, carry.carry_rows
+    last = np.isclose(chain.origin0[window] + g.measured_end[rows], carry.measured_before[window, stream],
+                      rtol=0, atol=1e-6)
+    replayed_end = origin[window] + start[rows] + g.duration[rows]
+    assert np.allclose(replayed_end[last], before[window, stream][last], rtol=0, atol=1e-6)
+    return int(last.sum())
+
+
+@pytest.mark.parametrize("factor", [0.0, 0.5, 2.0])
+def test_the_hand_made_carry_in_ends_with_the_work_it_continues(con, monkeypatch, factor):
+    seen = solved_carry(monkeypatch)
+    predicted(con, factor)
+    assert assert_carry_ends_with_the_earlier_work(seen[-1]) == 3   # steps 2, 3 and 4
+
+
+@pytest.fixture(scope="module")
+def pipeline_nccl(tmp_path_factory):
+    """2 pipeline stages exchanging activations by NCCL send/recv: a later step's carry-in holds
+    the earlier step's transfers still running (24 carry-in nodes after the first windows)."""
+    folder = tmp_path_factory.mktemp("pipeline_nccl")
+    con = analysed_db(folder / "w.duckdb", {"p": [DATA / "cuda" / "parallel" / "pipeline_nccl"]})
+    yield con
+    con.close()
+
+
+def test_a_recorded_pipelines_carried_transfers_are_slowed_once(pipeline_nccl, monkeypatch):
+    """The send/recv kernels twice as slow. Before the fix two carry-in nodes ended 9.5 and
+    14.6 ms after the transfers they continue (their doubled time counted again), and rank 0's
+    step 4 took 55.06 ms (measured 40.24); now they end with them and the step takes 41.02 ms.
+    Coupled ranks, the ordered pass included."""
+    seen = solved_carry(monkeypatch)
+    result = whatif(pipeline_nccl, scenario=Scenario(scales=(Scale(SEND_RECV, 2.0),)), persist=False)
+    assert assert_carry_ends_with_the_earlier_work(seen[-1]) > 0
+    steps = {(row[1], row[2]): dict(zip(STEP_COLUMNS, row)) for row in result.steps}
+    assert steps[(0, 4)]["measured_us"] == pytest.approx(40_244.4, abs=0.1)
+    assert steps[(0, 4)]["predicted_us"] == pytest.approx(41_018.2, abs=0.1)
+
+
+def test_a_shared_traces_carry_in_ends_with_the_work_it_continues(shared_traces, tmp_path, monkeypatch):
+    """ns_resolution: its sgemm kernels twice as slow. Before the fix step 105 took 195.00 ms
+    (measured 184.94): the carry-in's doubled kernel time counted twice; now 189.84 ms."""
+    con = analysed_db(tmp_path / "w.duckdb", {"ns": [shared_traces / "ns_resolution.json.gz"]})
+    seen = solved_carry(monkeypatch)
+    result = whatif(con, scenario=Scenario(scales=(Scale("volta_sgemm_64x64_nn", 2.0),)), persist=False)
+    assert assert_carry_ends_with_the_earlier_work(seen[-1]) > 0
+    step = {row[2]: dict(zip(STEP_COLUMNS, row)) for row in result.steps}[105]
+    assert step["measured_us"] == pytest.approx(184_937.3, abs=0.1)
+    assert step["predicted_us"] == pytest.approx(189_843.8, abs=0.1)
+    con.close()
