@@ -1,5 +1,5 @@
 -- reads: wi_collectives, wi_comm_fit, events, wi_rules, wi_windows, wi_queue_waits, nodes,
---        wi_nodes, wi_latency_steps, wi_bus_factor
+--        wi_nodes, wi_edge_times, wi_latency_steps, wi_bus_factor
 -- makes: _wi_comm_factors(run_id, rank, event_id, lane, ts_us, end_us, factor)
 -- makes: wi_event_factors(run_id, rank, lane, event_id, ts_us, end_us, factor)
 -- makes: wi_work_shrink(run_id, rank, lane, from_us, to_us, removed_rate, removed_before_us)
@@ -104,7 +104,10 @@ CREATE OR REPLACE TEMP TABLE _wi_changed_lanes AS
 SELECT DISTINCT run_id, rank, lane FROM wi_event_factors WHERE starts_with(lane, 'cpu/');
 
 -- Idle gaps of at least $min_wait_us on the CPU threads of the graph, on ranks with a changed
--- thread: each op that began after the thread sat idle since idle_from_us.
+-- thread: each op or runtime call that began after the thread sat idle since idle_from_us.
+-- A runtime call ends the gap as an op does: the thread runs from there (a node may begin
+-- with one, as the optimizer's first `cudaStreamIsCapturing` does), and time in it is work,
+-- not waiting. An annotation does not: a loader wait lies inside `enumerate(DataLoader)#...`.
 CREATE OR REPLACE TEMP TABLE _wi_idle_gaps AS
 WITH lanes AS (
     SELECT DISTINCT w.run_id, w.rank, w.step, w.start_us AS window_start_us, w.end_us AS window_end_us,
@@ -114,11 +117,11 @@ WITH lanes AS (
     WHERE n.method = 'ctda' AND n.kind = 'cpu'
       AND (w.run_id, w.rank) IN (SELECT run_id, rank FROM _wi_changed_lanes)
 ),
--- A window's ops on a thread are the thread's cpu_ops that start in it. A join on the thread
--- with that range would compare every window with every op of the thread (quadratic in a
--- thread's steps). Instead one ordered pass per thread gives each op its position in start
--- order and each window's bounds the count of ops starting before them (ties: the bounds
--- first); the positions between are the window's ops.
+-- A window's ops on a thread are the thread's cpu_ops and runtime calls that start in it. A
+-- join on the thread with that range would compare every window with every op of the thread
+-- (quadratic in a thread's steps). Instead one ordered pass per thread gives each op its
+-- position in start order and each window's bounds the count of ops starting before them
+-- (ties: the bounds first); the positions between are the window's ops.
 lane_rows AS MATERIALIZED (
     SELECT *, row_number() OVER () AS lane_row FROM lanes
 ),
@@ -128,7 +131,7 @@ positions AS MATERIALIZED (
     FROM (
         SELECT run_id, rank, pid, tid, ts_us, 1 AS is_op, event_id, end_us, NULL::BIGINT AS lane_row, NULL AS is_end
         FROM events
-        WHERE ph = 'X' AND is_cpu_op_event(cat, name)
+        WHERE ph = 'X' AND (is_cpu_op_event(cat, name) OR is_runtime_category(cat))
           AND (run_id, rank, pid, tid) IN (SELECT run_id, rank, pid, tid FROM lanes)
         UNION ALL
         SELECT run_id, rank, pid, tid, window_start_us, 0, NULL, NULL, lane_row, false FROM lane_rows
@@ -233,7 +236,16 @@ SELECT w.run_id, w.rank, w.lane, w.window_start_us, w.from_us, w.to_us, w.produc
             THEN w.previous_handoff_us ELSE w.window_start_us END AS reference_us,
        true AS inferred
 FROM with_previous AS w
-JOIN previous_windows AS pw USING (run_id, rank, window_start_us);
+JOIN previous_windows AS pw USING (run_id, rank, window_start_us)
+-- A hand-off the graph holds as an edge (the engine's cross_thread edge from the producer's
+-- thread into the node that ends the gap: autograd back to the main thread) is no inferred
+-- wait: the replay moves that node with the producer's node already, and shrinking the gap
+-- as well would take the wait off twice, and with it the edge's measured slack (the GIL's
+-- hand-off) and the node's work up to the gap's end. It stays a reference for the next wait
+-- (with_previous): the threads met there.
+WHERE NOT EXISTS (SELECT 1 FROM wi_edge_times AS e
+                  WHERE e.run_id = w.run_id AND e.rank = w.rank AND e.dst_lane = w.lane
+                    AND e.dst_start_us = w.to_us AND e.src_lane = w.producer_lane);
 
 CREATE OR REPLACE TEMP TABLE wi_shrink AS
 -- The wait shortens by the time removed on the producer's lane since the reference (the

@@ -410,7 +410,8 @@ def test_recorded_runs_keep_their_calls_gates_and_coupling(tmp_path):
     assert counts["_wi_coupled_arrivals_raw"] > 1000 and counts["wi_coupled_gates"] > 500
     assert counts["cluster_gates"] > 100
     counts = assert_same_scenario_tables(con)  # the what-if runs' launch queues and loader threads
-    assert counts["wi_queue_waits"] > 20 and counts["wi_collectives"] > 100 and counts["wi_inferred_waits"] > 200
+    # (100 waits: a hand-off the graph holds as an edge is none since issue 42, item 5)
+    assert counts["wi_queue_waits"] > 20 and counts["wi_collectives"] > 100 and counts["wi_inferred_waits"] > 80
     con.close()
 
 
@@ -523,7 +524,9 @@ def test_random_collectives_keep_their_calls_gates_and_coupling(tmp_path, seed):
     counts = assert_same_coupling(con)
     assert counts["_wi_coupled_arrivals_raw"] > 50 and counts["wi_coupled_gates"] > 10 and counts["cluster_gates"] > 0
     counts = assert_same_scenario_tables(con)  # gloo calls: the main thread waits for a worker
-    assert counts["wi_collectives"] > 50 and counts["wi_inferred_waits"] > 10
+    # the threads' gaps end in hand-offs between the main and the second thread, which the graph
+    # holds as edges: no wait is inferred on them (issue 42, item 5), but the gaps are found
+    assert counts["wi_collectives"] > 50 and row_count(con, "_wi_idle_gaps") > 10
     con.close()
 
 

@@ -309,8 +309,10 @@ def test_a_wait_for_work_that_did_not_change_stays_when_the_previous_step_shrink
     # unchanged forward stays as it was (1300 µs) and both steps lose just the 3500 µs
     assert predicted(small, "backward_after_forward", Scale("data_loading", 0.5)) == [
         (10000.0, 10000.0, 6500.0), (10000.0, 10000.0, 6500.0)]
+    # the autograd thread's waits are the engine's cross_thread edges (mm -> MmBackward0), which
+    # move it with the main thread: none is inferred as well (test_handoff_counted_once.py)
     waits = small.execute("SELECT count(*) FROM wi_inferred_waits WHERE lane = 'cpu/1000/101'").fetchone()[0]
-    assert waits == 2
+    assert waits == 0
 
 
 def test_gpu_work_queues_behind_the_previous_steps_work_on_its_stream(small):
