@@ -41,7 +41,11 @@ WHERE tr.run_id = $run_id AND ($rank IS NULL OR tr.rank = $rank);
 
 -- Each input event's fields the overlay reads or rewrites (its JSON text stays in overlay_input).
 CREATE OR REPLACE TEMP TABLE _overlay_input AS
-SELECT i.rank, i.event_id, e.ts_raw, e.dur_us, e.ph, i.json -> '$.pid' AS pid, i.json -> '$.tid' AS tid,
+SELECT i.rank, i.event_id, e.ts_raw, e.dur_us, e.ph,
+       -- the pid and tid as the file writes them, read where used: a complete event's (the flows
+       -- bind to it) and a moved pid's (to compare)
+       CASE WHEN e.ph = 'X' OR p.rank IS NOT NULL THEN i.json -> '$.pid' END AS pid,
+       CASE WHEN e.ph = 'X' THEN i.json -> '$.tid' END AS tid,
        json_type(i.json, '$.args') AS args_type,
        TRY_CAST(json_extract_string(i.json, '$.id') AS BIGINT) AS flow_id,
        -- the overlay pid keeps the JSON type of the pid (a number, or digits as text)
