@@ -24,10 +24,10 @@
 -- into an integer), so the ts text is copied from the file's text.
 -- Parameters: run_id, rank (NULL = all), methods (list), primary, remap; the views overlay_input
 -- and overlay_pids.
--- Named steps: each statement before the last makes a private temp table (_overlay_*) of the
--- small parts (clocks, per-event fields, path rows, the added events); the last SELECT puts the
+-- Named steps: each statement before the last makes a private temp table (_overlay_*): the
+-- clocks, each input event's fields, the path rows, the added events; the last SELECT puts the
 -- input events and the added ones together. export/overlay.py runs them in turn, streams the
--- last one's rows and drops the tables.
+-- last one's rows and drops the tables (overlay_drop.sql).
 
 -- Each rank's clock: the shift and scale from warehouse microseconds back to its file's ts.
 CREATE OR REPLACE TEMP TABLE _overlay_clocks AS
