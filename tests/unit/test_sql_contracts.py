@@ -185,11 +185,12 @@ def flow(tmp_path_factory) -> Flow:
     runs: list[tuple[str, dict]] = []
     real = stages.run_stage
 
-    def recording(con, name, params, what="stage"):
+    def recording(con, name, params, what="stage", rows=False):
         before = catalog(con)
-        real(con, name, params, what)
+        result = real(con, name, params, what, rows)
         after = catalog(con)
         runs.append((name, {key: value for key, value in after.items() if before.get(key) != value}))
+        return result
 
     wh = Warehouse(folder / "w.duckdb")
     with pytest.MonkeyPatch.context() as patch:

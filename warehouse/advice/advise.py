@@ -18,10 +18,9 @@ from statistics import median
 
 import pyarrow as pa
 
-from ctda_sql.core import sqlfiles
+from ctda_sql.core import sqlfiles, stages
 from ctda_sql.core.errors import CtdaError
 from ctda_sql.core.runs import run_id_of
-from ctda_sql.core.stages import run_stage
 from ctda_sql.core.transaction import transaction
 from ctda_sql.whatif.changes import Scale, Scenario
 from ctda_sql.whatif.replay import whatif_many
@@ -96,7 +95,7 @@ def _advise(con, run, rank, step, top, profile_top, progress) -> dict:
     params = {"run_id": run_id, "rank": rank, "step": step}
     _check_analysed(con, params)
     for stage in STAGES:
-        run_stage(con, stage, params, "advice stage")
+        stages.run_stage(con, stage, params, "advice stage")
     findings = [f for f in (_find(con, name, params) for name in rule_names()) if f is not None]
     median_step_us = con.execute("SELECT median(window_us) FROM _adv_windows").fetchone()[0] or 0.0
     findings = [f for f in findings if _worth_naming(f, median_step_us)]
@@ -134,7 +133,7 @@ def _persist(con, document: dict) -> None:
     con.register("_adv_result_findings", finding_table)
     con.register("_adv_result_profile", profile_table)
     try:
-        run_stage(con, "advice/50_persist.sql", {"run_id": document["run_id"]}, "advice stage")
+        stages.run_stage(con, "advice/50_persist.sql", {"run_id": document["run_id"]}, "advice stage")
     finally:
         con.unregister("_adv_result_findings")
         con.unregister("_adv_result_profile")
@@ -149,14 +148,14 @@ def _check_analysed(con, params: dict) -> None:
 
 
 def _find(con, name: str, params: dict) -> Finding | None:
-    cursor = run_stage(con, f"advice/rules/{name}.sql", params, "advice rule")
-    columns = [d[0] for d in cursor.description]
+    result = stages.run_stage(con, f"advice/rules/{name}.sql", params, "advice rule", rows=True)
+    assert result is not None
+    columns, rows = result
     if tuple(columns) != FINDING_COLUMNS:
         raise CtdaError(f"advice rule {name} returns {columns}, not {list(FINDING_COLUMNS)}")
-    row = cursor.fetchone()
-    if row is None or not row[columns.index("path_us")]:
+    if not rows or not rows[0][columns.index("path_us")]:
         return None
-    return Finding.from_row(dict(zip(columns, row)))
+    return Finding.from_row(dict(zip(columns, rows[0])))
 
 
 def _worth_naming(finding: Finding, median_step_us: float) -> bool:
@@ -165,7 +164,7 @@ def _worth_naming(finding: Finding, median_step_us: float) -> bool:
 
 
 def _profile_regions(con, count: int, params: dict) -> list[dict]:
-    run_stage(con, "advice/20_profile_regions.sql", {**params, "top": count}, "advice stage")
+    stages.run_stage(con, "advice/20_profile_regions.sql", {**params, "top": count}, "advice stage")
     cursor = con.execute("SELECT * FROM _adv_profile_regions ORDER BY place")
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
@@ -350,7 +349,7 @@ def _slack(con, run_id: int, regions: list[dict], results: list, steps: list[lis
                      "node_id": pa.array(node_ids, pa.int64()), "predicted_us": pa.array(durations, pa.float64())})
     con.register("_adv_replayed_path", path)
     try:
-        run_stage(con, "advice/60_profile_slack.sql", {"run_id": run_id}, "advice stage")
+        stages.run_stage(con, "advice/60_profile_slack.sql", {"run_id": run_id}, "advice stage")
     finally:
         con.unregister("_adv_replayed_path")
     cursor = con.execute("SELECT * FROM _adv_slack")

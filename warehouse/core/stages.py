@@ -140,12 +140,12 @@ def run_stages(con: duckdb.DuckDBPyConnection, folder: str, names: tuple[str, ..
         after_each()
 
 
-def run_stage(con: duckdb.DuckDBPyConnection, name: str, params: dict,
-              what: str = "stage") -> duckdb.DuckDBPyConnection:
+def run_stage(con: duckdb.DuckDBPyConnection, name: str, params: dict, what: str = "stage",
+              rows: bool = False) -> tuple[list[str], list[tuple]] | None:
     """Run every statement of the SQL file `name`, each with the parameters it names from
-    `params`, and return `con`, holding the last statement's rows (a stage that `makes: rows`).
-    A failing statement is one CtdaError naming `what`, the file and the statement's first
-    line; Ctrl-C, however DuckDB surfaced it, passes through as it came."""
+    `params`; with `rows`, return the last statement's column names and rows (a stage that
+    `makes: rows`). A failing statement is one CtdaError naming `what`, the file and the
+    statement's first line; Ctrl-C, however DuckDB surfaced it, passes through as it came."""
     for statement, names in sqlfiles.parameterized_statements(sqlfiles.load(name)):
         try:
             con.execute(statement, {key: params[key] for key in names}) if names else con.execute(statement)
@@ -154,7 +154,9 @@ def run_stage(con: duckdb.DuckDBPyConnection, name: str, params: dict,
                 raise
             first = str(exc).strip().splitlines()[0]
             raise CtdaError(f"{what} {name} failed: {first} [{statement_label(statement)}]") from exc
-    return con
+    if not rows:
+        return None
+    return [d[0] for d in con.description or []], con.fetchall()
 
 
 def statement_label(statement: str) -> str:
