@@ -83,3 +83,25 @@ CREATE TABLE IF NOT EXISTS comm_model (
     -- distinct message sizes
     sizes BIGINT NOT NULL
 );
+
+-- whatif --cluster: the links that limited the collectives of each step (the link each
+-- collective kept busy longest), per scenario, run, rank and step (sql/whatif/cluster_links.sql)
+CREATE TABLE IF NOT EXISTS whatif_cluster_links (
+    -- scenario name, as in whatif_steps
+    scenario VARCHAR NOT NULL,
+    -- runs.run_id
+    run_id INTEGER NOT NULL,
+    -- rank whose step holds the collectives
+    rank INTEGER NOT NULL,
+    -- step (ProfilerStep number)
+    step BIGINT NOT NULL,
+    -- the link and its direction: devN up|down (a device to its host switch), hostN up|down (a
+    -- host to the network), leafN up|down (a leaf to the spine), shared (the one shared link)
+    link VARCHAR NOT NULL,
+    -- collectives of the step that this link limited
+    collectives BIGINT NOT NULL,
+    -- time the link was busy carrying those collectives: bytes through it / its bandwidth, µs
+    busy_us DOUBLE NOT NULL,
+    -- busy_us / the predicted step (whatif_steps.predicted_us)
+    share_of_step DOUBLE
+);

@@ -1,32 +1,12 @@
 -- reads: wi_windows, collective_instances, whatif_steps, runs
 -- registered: wi_cluster_transfers
--- makes: whatif_cluster_links(scenario, run_id, rank, step, link, collectives, busy_us,
---                             share_of_step)
+-- writes: whatif_cluster_links
 -- makes: wi_cluster_link_rows(run, rank, step, link, collectives, busy_us, share_of_step, run_id)
 -- param: scenario VARCHAR
 -- whatif --cluster: the link that limited each collective (the one busy longest while its
 -- flows ran), summed per scenario, rank, step and link (wi_cluster_transfers from
--- warehouse/whatif/cluster.py; the steps' predicted times from whatif_steps).
-CREATE TABLE IF NOT EXISTS whatif_cluster_links (
-    scenario VARCHAR NOT NULL,
-    run_id INTEGER NOT NULL,
-    rank INTEGER NOT NULL,
-    step BIGINT NOT NULL,
-    link VARCHAR NOT NULL,
-    collectives BIGINT NOT NULL,
-    busy_us DOUBLE NOT NULL,
-    share_of_step DOUBLE
-);
-COMMENT ON TABLE whatif_cluster_links IS 'whatif --cluster: the links that limited the collectives of each step (the link each collective kept busy longest), per scenario, run, rank and step';
-COMMENT ON COLUMN whatif_cluster_links.scenario IS 'scenario name, as in whatif_steps';
-COMMENT ON COLUMN whatif_cluster_links.run_id IS 'runs.run_id';
-COMMENT ON COLUMN whatif_cluster_links.rank IS 'rank whose step holds the collectives';
-COMMENT ON COLUMN whatif_cluster_links.step IS 'step (ProfilerStep number)';
-COMMENT ON COLUMN whatif_cluster_links.link IS 'the link and its direction: devN up|down (a device to its host switch), hostN up|down (a host to the network), leafN up|down (a leaf to the spine), shared (the one shared link)';
-COMMENT ON COLUMN whatif_cluster_links.collectives IS 'collectives of the step that this link limited';
-COMMENT ON COLUMN whatif_cluster_links.busy_us IS 'time the link was busy carrying those collectives: bytes through it / its bandwidth, µs';
-COMMENT ON COLUMN whatif_cluster_links.share_of_step IS 'busy_us / the predicted step (whatif_steps.predicted_us)';
-
+-- warehouse/whatif/cluster.py; the steps' predicted times from whatif_steps). The table and its
+-- columns are described in sql/schema/whatif.sql.
 DELETE FROM whatif_cluster_links WHERE scenario = $scenario
     AND (run_id, rank, step) IN (SELECT run_id, rank, step FROM wi_windows WHERE reported);
 
