@@ -204,15 +204,19 @@ def test_the_saving_at_zero_is_at_most_the_path_time(shared_profiles):
     # per step; where a rank's windows replay in a chain and a saving moves from one step to
     # the next (ns_resolution's `## forward ##`: 16.09 ms saved in step 101 for 4.59 ms of path
     # time, 11.73 ms lost in step 105), over the run's steps, which the reason then names
+    assert not _over_the_path_time(shared_profiles)
+
+
+def _over_the_path_time(profiles: dict) -> list[tuple]:
     over = []
-    for run, region, row in _steps(shared_profiles):
+    for run, region, row in _steps(profiles):
         if row["saving_at_zero_us"] <= saving_limit_us(row["path_us"], row["step_us"]):
             continue
-        path_us, saving_us, steps_us = _run_totals(region, shared_profiles[run])
+        path_us, saving_us, steps_us = _run_totals(region, profiles[run])
         moved = row["reason"] and "time moves between steps" in row["reason"]
         if not (moved and saving_us <= saving_limit_us(path_us, steps_us)):
             over.append((run, region["label"], row["step"], row["path_us"], row["saving_at_zero_us"]))
-    assert not over
+    return over
 
 
 def test_an_annotation_holds_the_path_where_its_thread_wakes_and_runs_on(shared_profiles):
@@ -239,8 +243,12 @@ def test_one_rank_of_a_gloo_job_waits_outside_the_trace(shared_profiles):
 
 DATA = Path(__file__).parents[1] / "data"
 RECORDINGS = ("cuda/item_sync.json.gz", "cuda/ddp_nccl.json.gz", "cuda/parallel/bf16_compile.json.gz",
-              "cuda/parallel/bf16_eager.json.gz", "cuda/parallel/fsdp", "cuda/parallel/pipeline_nccl",
-              "gloo/straggler", "gloo/pipeline_slow")
+              "cuda/parallel/bf16_eager.json.gz", "cuda/parallel/fsdp", "cuda/parallel/pipeline",
+              "cuda/parallel/pipeline_nccl", "gloo/balanced", "gloo/straggler", "gloo/pipeline_slow")
+# rank 0's last window of pipeline_nccl (step 4, 40.2 ms) began while rank 1 still ran its step 3:
+# the job's step runs through rank 1's steps 3 and 4, and neither rank 0's path nor the job's
+# cross-rank path (which ends at rank 1's step 4 start) holds rank 1's step-3 part (docs/method.md)
+SKEWED_WINDOW = ("cuda_parallel_pipeline_nccl", 4)
 
 
 @pytest.fixture(scope="module")
@@ -263,3 +271,21 @@ def test_on_every_recording_each_disagreement_says_why(recorded_profiles):
             disagreeing += 1
             assert row["reason"], (run, region["label"], row)
     assert disagreeing > 0  # a pipeline's send waits for its peer: these runs do disagree
+
+
+def test_on_the_recordings_the_saving_at_zero_is_at_most_the_path_time(recorded_profiles):
+    # a multi-rank step's path time is the larger of its rank's and the job's cross-rank path's:
+    # on the CUDA pipeline, rank 0's `AddmmBackward0` holds 3.02 ms of rank 0's path in step 2 and
+    # the job's path 3.39 ms over both ranks, and removing it saves 3.39 ms
+    over = _over_the_path_time(recorded_profiles)
+    assert [o for o in over if o[0:3:2] != SKEWED_WINDOW] == []
+    # the one step left is named: the job's step waits for rank 1
+    assert over and all("waits at collectives for rank 1" in _reason(recorded_profiles, o) for o in over)
+
+
+def _reason(profiles: dict, over: tuple) -> str:
+    run, label, step = over[:3]
+    (region,) = [p for p in profiles[run]["profile"] if p["label"] == label and
+                 any(row["step"] == step and row["saving_at_zero_us"] == over[4] for row in p["per_step"])]
+    (row,) = [row for row in region["per_step"] if row["step"] == step]
+    return row["reason"]

@@ -260,8 +260,9 @@ def _profile_documents(con, run_id: int, regions: list[dict], results: list, ran
     DESIGN.md has them) and, per step, the path time beside the saving at zero, with the slack
     that parts them named where they disagree. `results` are each region's replays at
     PROFILE_FACTORS, in order."""
-    windows = _region_windows(con)
-    steps = [_region_steps(windows.get(region["place"], {}), results[2 * i + 1], rank)
+    windows, job_paths, job_path_steps = _region_windows(con)
+    steps = [_region_steps(windows.get(region["place"], {}), results[2 * i + 1], rank,
+                           job_paths.get(region["place"], {}), job_path_steps)
              for i, region in enumerate(regions)]
     for rows in steps:  # a rank's windows replay in a chain: a saving may move between steps
         run_totals = (sum(r["path_us"] for r in rows), sum(r["saving_at_zero_us"] or 0.0 for r in rows),
@@ -278,21 +279,33 @@ def _profile_documents(con, run_id: int, regions: list[dict], results: list, ran
     return documents
 
 
-def _region_windows(con) -> dict:
-    """Each profiled region's counted path time per window: {place: {(rank, step): path_us}}."""
-    rows = con.execute("SELECT p.place, w.rank, w.step, w.path_us FROM _adv_region_windows AS w "
-                       "JOIN _adv_profile_regions AS p ON p.kind = w.kind AND p.label = w.label "
-                       "AND p.rank IS NOT DISTINCT FROM w.rank_scope").fetchall()
+def _region_windows(con) -> tuple[dict, dict, set]:
+    """Each profiled region's counted path time per window of a rank, {place: {(rank, step):
+    path_us}}, and per step on the job's cross-rank path, {place: {step: path_us}}, with the
+    steps that have a cross-rank path."""
+    join = ("JOIN _adv_profile_regions AS p ON p.kind = w.kind AND p.label = w.label "
+            "AND p.rank IS NOT DISTINCT FROM w.rank_scope")
     windows: dict = {}
-    for place, rank, step, path_us in rows:
+    for place, rank, step, path_us in con.execute(
+            f"SELECT p.place, w.rank, w.step, w.path_us FROM _adv_region_windows AS w {join}").fetchall():
         windows.setdefault(place, {})[(rank, step)] = path_us
-    return windows
+    job_paths: dict = {}
+    for place, step, path_us in con.execute(
+            f"SELECT p.place, w.step, w.path_us FROM _adv_region_job_steps AS w {join}").fetchall():
+        job_paths.setdefault(place, {})[step] = path_us
+    steps = {step for (step,) in con.execute(
+        "SELECT DISTINCT step FROM _adv_path_stretches WHERE method = 'cross_rank' "
+        "UNION SELECT DISTINCT step FROM _adv_path_events WHERE method = 'cross_rank'").fetchall()}
+    return windows, job_paths, steps
 
 
-def _region_steps(path_by_window: dict, at_zero, rank: int | None) -> list[dict]:
-    """Per step of the job: the region's path time on the rank whose path holds most of it, and
-    the saving at zero of the job's step (the slowest rank's), with the ranks and lengths the
-    reasons name."""
+def _region_steps(path_by_window: dict, at_zero, rank: int | None, job_path: dict, job_path_steps: set) -> list[dict]:
+    """Per step of the job: the region's path time, and the saving at zero of the job's step
+    (the slowest rank's), with the ranks and lengths the reasons name. The path time is the
+    region's on the path of the rank whose path holds most of it or, where the step has several
+    ranks and the job's cross-rank path holds more of the region (the replay removes it on
+    every rank that path crosses), on that path. Each is a path the job's step runs through,
+    and either may miss some of it: the cross-rank path ends where it meets a step's start."""
     by_window = {(row[1], row[2]): row for row in at_zero.steps if rank is None or row[1] == rank}
     out = []
     for step in sorted({s for _, s in by_window}):
@@ -302,7 +315,11 @@ def _region_steps(path_by_window: dict, at_zero, rank: int | None) -> list[dict]
         path_rank = max(ranks, key=lambda r: (path_by_window.get((r, step), 0.0), -r))
         predicted = by_window[(job_rank, step)][5]
         saving = replayed - predicted if math.isfinite(predicted) else None
-        out.append({"step": step, "rank": path_rank, "path_us": path_by_window.get((path_rank, step), 0.0),
+        rank_path_us = path_by_window.get((path_rank, step), 0.0)
+        across = (rank is None and len(ranks) > 1 and step in job_path_steps
+                  and job_path.get(step, 0.0) > rank_path_us)
+        out.append({"step": step, "rank": path_rank, "across_ranks": across,
+                    "path_us": job_path[step] if across else rank_path_us,
                     "saving_at_zero_us": saving, "step_us": replayed, "job_rank": job_rank, "job_us": predicted,
                     "rank_us": by_window[(path_rank, step)][5],
                     "on_ranks": {r: path_by_window[(r, step)] for r in ranks if path_by_window.get((r, step))}})
@@ -385,7 +402,8 @@ def _reason(row: dict, slack: dict | None) -> str | None:
             return f"{more} of this step: {moved}"
         where = waits or ("it also runs off the counted path (inside its span but outside the counted windows: before "
                           "a sync's wait ended, or on a thread the path left)")
-        return f"{more} (one rank's): {where}; the change removes the region's time there too"
+        scope = "on the job's path across ranks" if row.get("across_ranks") else "one rank's"
+        return f"{more} ({scope}): {where}; the change removes the region's time there too"
     if saving < 0:
         return (f"the replay makes this step {_ms(-saving)} longer (its path holds {_ms(path)} of the region): "
                 + (moved or "a rank's windows replay in a chain, and the change moves work into this step"))
@@ -435,7 +453,8 @@ def _note(region: dict, at_zero: float | None, per_step: list[dict]) -> str | No
     reason of its step that disagrees most, or why the medians disagree while the steps agree."""
     if at_zero is None:
         return None
-    path = region["path_us"]
+    # as the document shows them: a saving of exactly half the path time, rounded down, is under
+    at_zero, path = _round(at_zero), _round(region["path_us"])
     step_us = median(row["step_us"] for row in per_step) if per_step else 0.0
     if at_zero >= UNDER_SHARE * path and at_zero <= saving_limit_us(path, step_us):
         return None
