@@ -124,7 +124,10 @@ def test_shared_traces_keep_their_segments(tmp_path, shared_traces):
     counts = assert_same_coupling(con)
     assert counts["_wi_coupled_arrivals_raw"] > 5  # two_ranks's NCCL kernels
     counts = assert_same_scenario_tables(con)  # nccl: kernels without metadata in annotations
-    assert counts["wi_queue_waits"] > 100 and counts["wi_collectives"] > 20 and counts["wi_inferred_waits"] > 10
+    # the shared traces' thread gaps all end in hand-offs the graph holds as edges (autograd back
+    # to the main thread): no wait is inferred on them (issue 42, item 5), but the gaps are found
+    assert counts["wi_queue_waits"] > 100 and counts["wi_collectives"] > 20
+    assert row_count(con, "_wi_idle_gaps") > 10
     con.close()
 
 
