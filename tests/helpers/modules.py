@@ -43,3 +43,20 @@ def imported(module: str, path: Path) -> set[str]:
             names.add(target)
             names |= {f"{target}.{alias.name}" for alias in node.names}
     return names
+
+
+def package_sql_files(package: str) -> list[str]:
+    """Every .sql file of the installed `package` (e.g. ctda_sql.sql), as 'folder/name.sql'
+    relative to it, sorted (tests/unit/test_sql_files.py, tests/unit/test_statement_length.py)."""
+    from importlib import resources
+
+    def walk(folder, prefix: str) -> list[str]:
+        found = []
+        for entry in folder.iterdir():
+            if entry.is_dir() and not entry.name.startswith("__"):
+                found += walk(entry, f"{prefix}{entry.name}/")
+            elif entry.name.endswith(".sql"):
+                found.append(prefix + entry.name)
+        return found
+
+    return sorted(walk(resources.files(package), ""))

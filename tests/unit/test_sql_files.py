@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from ctda_sql.engine.reports import bundled_reports, run_report
 
+from helpers.modules import package_sql_files
 from helpers.traces import training_trace
 
 # Parameters whose default (NULL) the report refuses; values name the small warehouse's runs.
@@ -35,18 +36,8 @@ _LEADING_COMMENTS = re.compile(r"\A(?:\s*--[^\n]*(?:\n|\Z))*\s*")
 def bundled_sql_files() -> list[str]:
     found = []
     for folder, package in (("sql", "ctda_sql.sql"), ("queries", "ctda_sql.queries")):
-        found += [f"{folder}/{path}" for path in _sql_paths(resources.files(package), "")]
+        found += [f"{folder}/{path}" for path in package_sql_files(package)]
     return sorted(found)
-
-
-def _sql_paths(folder, prefix: str) -> list[str]:
-    paths = []
-    for entry in folder.iterdir():
-        if entry.is_dir() and not entry.name.startswith("__"):
-            paths += _sql_paths(entry, f"{prefix}{entry.name}/")
-        elif entry.name.endswith(".sql"):
-            paths.append(prefix + entry.name)
-    return paths
 
 
 def _read(name: str) -> str:

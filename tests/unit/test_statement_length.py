@@ -4,27 +4,18 @@ counted from its first code line (the comments before it are not part of it) to 
 
 from __future__ import annotations
 
-from importlib import resources
-
 import pytest
 
 from ctda_sql.core import sqlfiles
+
+from helpers.modules import package_sql_files
 
 LIMIT = 100
 
 
 def sql_files() -> list[str]:
     """Every .sql file of the sql package, as 'folder/name.sql'."""
-    def walk(folder, prefix: str) -> list[str]:
-        found = []
-        for entry in folder.iterdir():
-            if entry.is_dir() and not entry.name.startswith("__"):
-                found += walk(entry, f"{prefix}{entry.name}/")
-            elif entry.name.endswith(".sql"):
-                found.append(prefix + entry.name)
-        return found
-
-    return sorted(walk(resources.files("ctda_sql.sql"), ""))
+    return package_sql_files("ctda_sql.sql")
 
 
 def statement_lengths(text: str) -> list[tuple[int, str, int]]:
