@@ -260,9 +260,9 @@ def _profile_documents(con, run_id: int, regions: list[dict], results: list, ran
     DESIGN.md has them) and, per step, the path time beside the saving at zero, with the slack
     that parts them named where they disagree. `results` are each region's replays at
     PROFILE_FACTORS, in order."""
-    windows, job_paths, job_path_steps = _region_windows(con)
+    windows, job_paths = _region_windows(con)
     steps = [_region_steps(windows.get(region["place"], {}), results[2 * i + 1], rank,
-                           job_paths.get(region["place"], {}), job_path_steps)
+                           job_paths.get(region["place"], {}))
              for i, region in enumerate(regions)]
     for rows in steps:  # a rank's windows replay in a chain: a saving may move between steps
         run_totals = (sum(r["path_us"] for r in rows), sum(r["saving_at_zero_us"] or 0.0 for r in rows),
@@ -279,10 +279,9 @@ def _profile_documents(con, run_id: int, regions: list[dict], results: list, ran
     return documents
 
 
-def _region_windows(con) -> tuple[dict, dict, set]:
+def _region_windows(con) -> tuple[dict, dict]:
     """Each profiled region's counted path time per window of a rank, {place: {(rank, step):
-    path_us}}, and per step on the job's cross-rank path, {place: {step: path_us}}, with the
-    steps that have a cross-rank path."""
+    path_us}}, and per step on the job's cross-rank path, {place: {step: path_us}}."""
     join = ("JOIN _adv_profile_regions AS p ON p.kind = w.kind AND p.label = w.label "
             "AND p.rank IS NOT DISTINCT FROM w.rank_scope")
     windows: dict = {}
@@ -293,13 +292,10 @@ def _region_windows(con) -> tuple[dict, dict, set]:
     for place, step, path_us in con.execute(
             f"SELECT p.place, w.step, w.path_us FROM _adv_region_job_steps AS w {join}").fetchall():
         job_paths.setdefault(place, {})[step] = path_us
-    steps = {step for (step,) in con.execute(
-        "SELECT DISTINCT step FROM _adv_path_stretches WHERE method = 'cross_rank' "
-        "UNION SELECT DISTINCT step FROM _adv_path_events WHERE method = 'cross_rank'").fetchall()}
-    return windows, job_paths, steps
+    return windows, job_paths
 
 
-def _region_steps(path_by_window: dict, at_zero, rank: int | None, job_path: dict, job_path_steps: set) -> list[dict]:
+def _region_steps(path_by_window: dict, at_zero, rank: int | None, job_path: dict) -> list[dict]:
     """Per step of the job: the region's path time, and the saving at zero of the job's step
     (the slowest rank's), with the ranks and lengths the reasons name. The path time is the
     region's on the path of the rank whose path holds most of it or, where the step has several
@@ -316,8 +312,8 @@ def _region_steps(path_by_window: dict, at_zero, rank: int | None, job_path: dic
         predicted = by_window[(job_rank, step)][5]
         saving = replayed - predicted if math.isfinite(predicted) else None
         rank_path_us = path_by_window.get((path_rank, step), 0.0)
-        across = (rank is None and len(ranks) > 1 and step in job_path_steps
-                  and job_path.get(step, 0.0) > rank_path_us)
+        # (with `rank`, by_window holds that rank's windows only)
+        across = len(ranks) > 1 and job_path.get(step, 0.0) > rank_path_us
         out.append({"step": step, "rank": path_rank, "across_ranks": across,
                     "path_us": job_path[step] if across else rank_path_us,
                     "saving_at_zero_us": saving, "step_us": replayed, "job_rank": job_rank, "job_us": predicted,
