@@ -18,6 +18,10 @@ from ctda_sql.core.connection import connect
 from ctda_sql.engine.analyze import analyze
 from ctda_sql.ingest.load import ingest
 from ctda_sql.testing.tracebuilder import TraceBuilder
+from ctda_sql.whatif.changes import Scale, Scenario
+from ctda_sql.whatif.replay import whatif
+
+from helpers.jobs import run_ahead_pipeline_job
 
 STEP_US = 10_400
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
@@ -129,6 +133,28 @@ def test_profile_top_on_the_command_line(tmp_path, run_cli):
     # the table names the slack under the profile: kernel_a saves 3 of its 10 ms, kernel_b holds the rest
     table = run_cli("advise", "--format", "table")
     assert table.code == 0 and "kernel_b" in table.out.split("causal profile")[1], table.out
+
+
+def test_a_step_of_a_rank_a_whole_step_ahead_saves_from_the_previous_steps_end(tmp_path):
+    # helpers.jobs.run_ahead_pipeline_job, by hand: stage 0's step 2 [200, 1535) began before
+    # stage 1's step 1 [250, 880), the job's step 1, and waits for stage 1's step 2. The path
+    # counts stage 1's first aten::addmm (600 us) in step 1 and its second in step 2.
+    con = connect(tmp_path / "w.duckdb")
+    ingest(con, [run_ahead_pipeline_job(tmp_path / "job")], run_name="ahead", show_progress=False)
+    analyze(con, show_progress=False)
+    # Without aten::addmm stage 1's steps take 30 us each ([250, 280), [280, 310)) and stage 0's
+    # step 2 ends at 335: its window shrinks by 1,335 - 135 = 1,200 us, both addmms, one of
+    # them step 1's
+    at_zero = whatif(con, run="ahead", scenario=Scenario(scales=(Scale("aten::addmm", 0.0),)), persist=False)
+    windows = {(row[1], row[2]): row for row in at_zero.steps}
+    assert windows[(0, 2)][3] - windows[(0, 2)][5] == pytest.approx(1_200, abs=3)
+    # the step's own part, from step 1's end: (1,535 - 880) - (335 - 280) = 600 us, its path time
+    region = {p["label"]: p for p in advise(con, run="ahead", persist=False, profile_top=10)["profile"]}["aten::addmm"]
+    step_2 = {row["step"]: row for row in region["per_step"]}[2]
+    assert step_2["overlap_us"] == pytest.approx(680)  # 880 - 200
+    assert step_2["path_us"] == pytest.approx(600, abs=1)
+    assert step_2["saving_at_zero_us"] == pytest.approx(600, abs=3) and step_2["reason"] is None
+    con.close()
 
 
 def test_profile_top_in_the_shell(tmp_path):
@@ -245,12 +271,6 @@ DATA = Path(__file__).parents[1] / "data"
 RECORDINGS = ("cuda/item_sync.json.gz", "cuda/ddp_nccl.json.gz", "cuda/parallel/bf16_compile.json.gz",
               "cuda/parallel/bf16_eager.json.gz", "cuda/parallel/fsdp", "cuda/parallel/pipeline",
               "cuda/parallel/pipeline_nccl", "gloo/balanced", "gloo/straggler", "gloo/pipeline_slow")
-# rank 0's last window of pipeline_nccl (step 4, 40.2 ms) began while rank 1 still ran its step 3:
-# the job's step runs through rank 1's steps 3 and 4, and neither rank 0's path nor the job's
-# cross-rank path (which ends at rank 1's step 4 start) holds rank 1's step-3 part (docs/method.md)
-SKEWED_WINDOW = ("cuda_parallel_pipeline_nccl", 4)
-
-
 @pytest.fixture(scope="module")
 def recorded_profiles(tmp_path_factory):
     con = connect(tmp_path_factory.mktemp("recordings") / "recordings.duckdb")
@@ -277,15 +297,21 @@ def test_on_the_recordings_the_saving_at_zero_is_at_most_the_path_time(recorded_
     # a multi-rank step's path time is the larger of its rank's and the job's cross-rank path's:
     # on the CUDA pipeline, rank 0's `AddmmBackward0` holds 3.02 ms of rank 0's path in step 2 and
     # the job's path 3.39 ms over both ranks, and removing it saves 3.39 ms
-    over = _over_the_path_time(recorded_profiles)
-    assert [o for o in over if o[0:3:2] != SKEWED_WINDOW] == []
-    # the one step left is named: the job's step waits for rank 1
-    assert over and all("waits at collectives for rank 1" in _reason(recorded_profiles, o) for o in over)
+    assert _over_the_path_time(recorded_profiles) == []
 
 
-def _reason(profiles: dict, over: tuple) -> str:
-    run, label, step = over[:3]
-    (region,) = [p for p in profiles[run]["profile"] if p["label"] == label and
-                 any(row["step"] == step and row["saving_at_zero_us"] == over[4] for row in p["per_step"])]
-    (row,) = [row for row in region["per_step"] if row["step"] == step]
-    return row["reason"]
+def test_a_step_that_began_in_the_previous_one_saves_from_its_end(recorded_profiles):
+    # pipeline_nccl: rank 0's last window (step 4) began at 23.1 ms, while rank 1 ran its step 3
+    # (the job's step 3, to 43.1 ms in the replay). The path counts that time in step 3 only, so
+    # step 4's saving counts from step 3's end. AddmmBackward0 at zero, from the replay's step
+    # ends (by hand): step 3 ends at 43,137 us (37,073 with the change), rank 0's step 4 at 62,869
+    # (54,565): (62,869 - 43,137) - (54,565 - 37,073) = 2,240 us, its 2,240 us on the path
+    profile = {p["label"]: p for p in recorded_profiles["cuda_parallel_pipeline_nccl"]["profile"]}
+    step_4 = {row["step"]: row for row in profile["AddmmBackward0"]["per_step"]}[4]
+    assert step_4["overlap_us"] == pytest.approx(20_513, abs=1)
+    assert step_4["path_us"] == pytest.approx(2_240, abs=1)
+    assert step_4["saving_at_zero_us"] == pytest.approx(2_240, abs=2) and step_4["reason"] is None
+    # the steps before began where the previous one ended, or on the same rank: whole windows
+    assert all(row["overlap_us"] == 0 for rows in (p["per_step"] for p in profile.values())
+               for row in rows if row["step"] < 4)
+

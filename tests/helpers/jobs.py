@@ -197,3 +197,37 @@ def p2p_job(folder: Path, buffered: bool) -> Path:
 def shared_link(ranks: int, rate_mbit: float, device_speed: float = 1.0) -> dict:
     return {"cluster": {"hosts": ranks, "devices_per_host": 1, "device_speed": device_speed},
             "inter_host": {"topology": "shared-link", "bandwidth_gbps": rate_mbit / 1000.0}}
+
+
+
+
+def run_ahead_pipeline_job(folder: Path) -> Path:
+    """Two gloo pipeline stages, two steps each, where stage 0 runs a whole step ahead: its step
+    1 only sends (buffered sends return 7 us after posting), so its step 2 begins before stage 1
+    begins its step 1 (tests/advice/test_path_replay_agreement.py derives it):
+      rank 0  step 1 [0, 200):    aten::mm [10, 60), send a1 [61, 68)
+              step 2 [200, 1535): aten::mm [210, 260), send a2 [261, 268), recv g2 [270, 1507),
+                                  aten::add_ [1508, 1528)
+      rank 1  step 1 [250, 880):  recv a1 [255, 265), aten::addmm [266, 866)
+              step 2 [880, 1510): recv a2 [885, 895), aten::addmm [896, 1496), send g2 [1497, 1504)
+    A receive ends TRANSFER_US after the later of its post and its send; sends and receives pair
+    within a step, as PyTorch's pipelines make them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    b = {rank: TraceBuilder(rank=rank, world_size=2, pid=4000 + rank) for rank in (0, 1)}
+    lane = {rank: b[rank].thread(400 + rank, "pt_main_thread") for rank in (0, 1)}
+    for rank, steps in ((0, ((0, 200), (200, 1335))), (1, ((250, 630), (880, 630)))):
+        for number, (ts, dur) in enumerate(steps, start=1):
+            b[rank].step(number, lane[rank], ts=ts, dur=dur)
+    for ts in (10, 210):                                                # stage 0's forwards
+        b[0].cpu_op(lane[0], "aten::mm", ts=ts, dur=50)
+        p2p_call(b[0], lane[0], "send", 1, ts + 51, ts + 58)
+    for posted, sent in ((255, 61), (885, 261)):                        # stage 1's forward-backwards
+        received = max(posted, sent) + TRANSFER_US
+        p2p_call(b[1], lane[1], "recv", 0, posted, received)
+        b[1].cpu_op(lane[1], "aten::addmm", ts=received + 1, dur=600)
+    p2p_call(b[1], lane[1], "send", 0, 1497, 1504)
+    p2p_call(b[0], lane[0], "recv", 1, 270, 1507)                       # stage 0's update
+    b[0].cpu_op(lane[0], "aten::add_", ts=1508, dur=20)
+    for rank in (0, 1):
+        b[rank].write(folder / f"rank-{rank}.json.gz")
+    return folder

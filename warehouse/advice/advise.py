@@ -297,29 +297,65 @@ def _region_windows(con) -> tuple[dict, dict]:
 
 def _region_steps(path_by_window: dict, at_zero, rank: int | None, job_path: dict) -> list[dict]:
     """Per step of the job: the region's path time, and the saving at zero of the job's step
-    (the slowest rank's), with the ranks and lengths the reasons name. The path time is the
+    (the slowest rank's; of its own part where that rank ran a whole step ahead, _own_part),
+    with the ranks and lengths the reasons name. The path time is the
     region's on the path of the rank whose path holds most of it or, where the step has several
     ranks and the job's cross-rank path holds more of the region (the replay removes it on
     every rank that path crosses), on that path. Each is a path the job's step runs through,
     and either may miss some of it: the cross-rank path ends where it meets a step's start."""
     by_window = {(row[1], row[2]): row for row in at_zero.steps if rank is None or row[1] == rank}
     out = []
+    previous: dict | None = None
     for step in sorted({s for _, s in by_window}):
         ranks = sorted(r for r, s in by_window if s == step)
-        replayed = max(by_window[(r, step)][4] for r in ranks)
+        windows = [by_window[(r, step)] for r in ranks]
+        replayed = max(window[4] for window in windows)
         job_rank = max(ranks, key=lambda r: (by_window[(r, step)][5], -r))
         path_rank = max(ranks, key=lambda r: (path_by_window.get((r, step), 0.0), -r))
         predicted = by_window[(job_rank, step)][5]
-        saving = replayed - predicted if math.isfinite(predicted) else None
+        current = _job_step_times(windows)
+        overlap_us, saving = _own_part(current, previous)
+        if saving is None:
+            saving = replayed - predicted if math.isfinite(predicted) else None
+        previous = current
         rank_path_us = path_by_window.get((path_rank, step), 0.0)
         # (with `rank`, by_window holds that rank's windows only)
         across = len(ranks) > 1 and job_path.get(step, 0.0) > rank_path_us
         out.append({"step": step, "rank": path_rank, "across_ranks": across,
                     "path_us": job_path[step] if across else rank_path_us,
-                    "saving_at_zero_us": saving, "step_us": replayed, "job_rank": job_rank, "job_us": predicted,
-                    "rank_us": by_window[(path_rank, step)][5],
+                    "saving_at_zero_us": saving, "overlap_us": overlap_us, "ahead_rank": current and current["rank"],
+                    "step_us": replayed,
+                    "job_rank": job_rank, "job_us": predicted, "rank_us": by_window[(path_rank, step)][5],
                     "on_ranks": {r: path_by_window[(r, step)] for r in ranks if path_by_window.get((r, step))}})
     return out
+
+
+def _job_step_times(windows: list[tuple]) -> dict | None:
+    """A job step's rank (the longest window, as the job's step time is) and where that window
+    starts, and where the job's step ends (its last rank's end), in the unchanged replay and
+    with the change; None where the replay gave no times."""
+    if any(None in window[7:11] for window in windows):
+        return None
+    longest = max(windows, key=lambda window: (window[4], -window[1]))
+    return {"rank": longest[1], "start_us": longest[7], "end_us": max(window[8] for window in windows),
+            "predicted_end_us": max(window[10] for window in windows)}
+
+
+def _own_part(current: dict | None, previous: dict | None) -> tuple[float, float | None]:
+    """Where the job's step is a window of a rank that ran a whole step ahead (it began before
+    the previous step's window, another rank's: a pipeline stage that sent ahead and waits for
+    the other stage's earlier step), the time it shares with the previous step, and the saving
+    of the step's own part: from the previous step's end to its own, in the unchanged replay and
+    with the change. The previous step's path counts that time, and a moment counts in one step.
+    (0.0, None) elsewhere: the saving is the whole window's (ranks whose step boundaries are
+    apart by part of a step each count their own window)."""
+    if current is None or previous is None or current["rank"] == previous["rank"]:
+        return 0.0, None
+    if current["start_us"] >= previous["start_us"] or not math.isfinite(current["predicted_end_us"]):
+        return 0.0, None
+    own_measured = current["end_us"] - previous["end_us"]
+    own_predicted = current["predicted_end_us"] - previous["predicted_end_us"]
+    return previous["end_us"] - current["start_us"], own_measured - own_predicted
 
 
 def _disagreement(row: dict) -> str | None:
@@ -381,6 +417,15 @@ def _ms(us: float) -> str:
 
 def _reason(row: dict, slack: dict | None) -> str | None:
     """Why the step's saving at zero and path time disagree, from the replay of the change."""
+    reason = _slack_reason(row, slack)
+    if reason and row["overlap_us"] > 0:
+        reason += (f"; the saving counts from the previous step's end, {_ms(row['overlap_us'])} into rank "
+                   f"{row['ahead_rank']}'s window, which began a whole step ahead")
+    return reason
+
+
+def _slack_reason(row: dict, slack: dict | None) -> str | None:
+    """The slack between the two: where the replayed path of the change runs off the counted path."""
     kind = _disagreement(row)
     if kind is None:
         return None
@@ -436,7 +481,8 @@ def _profile_document(region: dict, at_half: float | None, at_zero: float | None
                 "rank": region["rank"], "path_us": _round(region["path_us"]),
                 "saving_at_half_us": _round(at_half), "saving_at_zero_us": _round(at_zero),
                 "per_step": [{"step": row["step"], "rank": row["rank"], "path_us": _round(row["path_us"]),
-                              "saving_at_zero_us": _round(row["saving_at_zero_us"]), "reason": row["reason"]}
+                              "saving_at_zero_us": _round(row["saving_at_zero_us"]),
+                              "overlap_us": _round(row["overlap_us"]), "reason": row["reason"]}
                              for row in per_step]}
     note = _note(region, at_zero, per_step)
     if note:
