@@ -56,11 +56,19 @@ CREATE TABLE IF NOT EXISTS advice_profile (
 );
 
 -- Added with ALTER ... IF NOT EXISTS so databases made before it gain it on open
--- (warehouse/advice/advise.py, docs/method.md "Path time and saving at zero").
+-- (warehouse/advice/profile.py, docs/method.md "Path time and saving at zero").
 
 -- per step of the job: the rank whose path holds the region most, its path time there (us), the
--- saving at zero of the job's step (us), and the reason (NULL where they agree: the saving is at
--- least half the path time and at most 5% + 1 us above it): a near-critical alternative (the
--- rank, stream or thread the replayed path moves to, and by how much) or a wait outside the trace
+-- saving at zero of the job's step (us; where the job's step is a window of a rank that ran a
+-- whole step ahead, of its own part, from the previous step's end), overlap_us (the time that
+-- window shares with the previous step, us; 0 elsewhere), and the reason (NULL where they agree:
+-- the saving is at least half the path time and at most 5% + 1 us above it): a near-critical
+-- alternative (the rank, stream or thread the replayed path moves to, and by how much) or a wait
+-- outside the trace
 ALTER TABLE advice_profile ADD COLUMN IF NOT EXISTS
-    per_step STRUCT(step BIGINT, rank INTEGER, path_us DOUBLE, saving_at_zero_us DOUBLE, reason VARCHAR)[];
+    per_step STRUCT(step BIGINT, rank INTEGER, path_us DOUBLE, saving_at_zero_us DOUBLE, overlap_us DOUBLE,
+                    reason VARCHAR)[];
+-- databases made before overlap_us gain it (NULL in their stored rows); fields cast by name
+ALTER TABLE advice_profile ALTER per_step
+    TYPE STRUCT(step BIGINT, rank INTEGER, path_us DOUBLE, saving_at_zero_us DOUBLE, overlap_us DOUBLE,
+                reason VARCHAR)[];

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ctda_sql.advice.advise import advise, saving_limit_us
+from ctda_sql.advice.advise import advise
+from ctda_sql.advice.profile import saving_limit_us
 from ctda_sql.core.connection import connect
 from ctda_sql.engine.analyze import analyze
 from ctda_sql.ingest.load import ingest

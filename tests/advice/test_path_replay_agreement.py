@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import duckdb
 import pytest
 
-from ctda_sql.advice.advise import UNDER_SHARE, advise, saving_limit_us
+from ctda_sql.advice.advise import advise
+from ctda_sql.advice.profile import UNDER_SHARE, saving_limit_us
 from ctda_sql.api import Warehouse
 from ctda_sql.core.connection import connect
 from ctda_sql.engine.analyze import analyze
@@ -149,12 +151,32 @@ def test_a_step_of_a_rank_a_whole_step_ahead_saves_from_the_previous_steps_end(t
     windows = {(row[1], row[2]): row for row in at_zero.steps}
     assert windows[(0, 2)][3] - windows[(0, 2)][5] == pytest.approx(1_200, abs=3)
     # the step's own part, from step 1's end: (1,535 - 880) - (335 - 280) = 600 us, its path time
-    region = {p["label"]: p for p in advise(con, run="ahead", persist=False, profile_top=10)["profile"]}["aten::addmm"]
+    region = {p["label"]: p for p in advise(con, run="ahead", profile_top=10)["profile"]}["aten::addmm"]
     step_2 = {row["step"]: row for row in region["per_step"]}[2]
     assert step_2["overlap_us"] == pytest.approx(680)  # 880 - 200
     assert step_2["path_us"] == pytest.approx(600, abs=1)
     assert step_2["saving_at_zero_us"] == pytest.approx(600, abs=3) and step_2["reason"] is None
+    # stored as the document has it
+    (stored,) = con.execute("SELECT list_filter(per_step, lambda s: s.step = 2)[1] FROM advice_profile "
+                            "WHERE label = 'aten::addmm'").fetchone()
+    assert stored == step_2
     con.close()
+
+
+def test_a_database_from_before_overlap_us_gains_it_and_keeps_its_profile(tmp_path):
+    db_path = tmp_path / "old.duckdb"
+    connect(db_path).close()
+    with duckdb.connect(str(db_path)) as old:  # per_step as it was stored before overlap_us
+        old.execute("ALTER TABLE advice_profile ALTER per_step TYPE STRUCT(step BIGINT, rank INTEGER, "
+                    "path_us DOUBLE, saving_at_zero_us DOUBLE, reason VARCHAR)[]")
+        old.execute("INSERT INTO advice_profile (run_id, place, kind, label, path_us, per_step) VALUES "
+                    "(1, 1, 'op', 'aten::mm', 10.0, [{'step': 3, 'rank': 0, 'path_us': 10.0, 'saving_at_zero_us': 9.0, "
+                    "'reason': NULL}])")
+        old.execute("UPDATE schema_version SET fingerprint = 'before overlap_us'")
+    with connect(db_path) as con:
+        (per_step,) = con.execute("SELECT per_step FROM advice_profile").fetchone()
+    assert per_step == [{"step": 3, "rank": 0, "path_us": 10.0, "saving_at_zero_us": 9.0, "overlap_us": None,
+                         "reason": None}]
 
 
 def test_profile_top_in_the_shell(tmp_path):
