@@ -1,7 +1,8 @@
 """Multi-rank jobs: the recorded gloo runs, hand-made all-reduce jobs with a late rank
 (tests/engine/test_crossrank.py), a DDP step on gloo (tests/engine/test_gloo_path.py), a chain of
 all-reduces the ranks take turns to hold up, a 1F1B pipeline and a send/recv pair
-(tests/engine/test_crossrank_parallel.py derives their paths), and a shared-link cluster file."""
+(tests/engine/test_crossrank_parallel.py derives their paths), a pipeline whose first stage runs
+a whole step ahead (tests/advice/test_path_replay_agreement.py) and a shared-link cluster file."""
 
 from __future__ import annotations
 
@@ -197,8 +198,6 @@ def p2p_job(folder: Path, buffered: bool) -> Path:
 def shared_link(ranks: int, rate_mbit: float, device_speed: float = 1.0) -> dict:
     return {"cluster": {"hosts": ranks, "devices_per_host": 1, "device_speed": device_speed},
             "inter_host": {"topology": "shared-link", "bandwidth_gbps": rate_mbit / 1000.0}}
-
-
 
 
 def run_ahead_pipeline_job(folder: Path) -> Path:
