@@ -122,11 +122,11 @@ def _region_windows(con) -> tuple[dict, dict]:
 def _region_steps(path_by_window: dict, at_zero, rank: int | None, job_path: dict) -> list[dict]:
     """Per step of the job: the region's path time, and the saving at zero of the job's step
     (the slowest rank's; of its own part where that rank ran a whole step ahead, _own_part),
-    with the ranks and lengths the reasons name. The path time is the
-    region's on the path of the rank whose path holds most of it or, where the step has several
-    ranks and the job's cross-rank path holds more of the region (the replay removes it on
-    every rank that path crosses), on that path. Each is a path the job's step runs through,
-    and either may miss some of it: the cross-rank path ends where it meets a step's start."""
+    with the ranks and lengths the reasons name. The path time is the region's on the path of
+    the rank whose path holds most of it or, where the step has several ranks and the job's
+    cross-rank path holds more of the region (the replay removes it on every rank that path
+    crosses), on that path. Each is a path the job's step runs through, and either may miss
+    some of it: the cross-rank path ends where it meets a step's start."""
     by_window = {(row[1], row[2]): row for row in at_zero.steps if rank is None or row[1] == rank}
     out = []
     previous: dict | None = None
@@ -147,9 +147,9 @@ def _region_steps(path_by_window: dict, at_zero, rank: int | None, job_path: dic
         across = len(ranks) > 1 and job_path.get(step, 0.0) > rank_path_us
         out.append({"step": step, "rank": path_rank, "across_ranks": across,
                     "path_us": job_path[step] if across else rank_path_us,
-                    "saving_at_zero_us": saving, "overlap_us": overlap_us, "ahead_rank": current and current["rank"],
-                    "step_us": replayed,
-                    "job_rank": job_rank, "job_us": predicted, "rank_us": by_window[(path_rank, step)][5],
+                    "saving_at_zero_us": saving, "overlap_us": overlap_us,
+                    "ahead_rank": current and current["rank"], "step_us": replayed, "job_rank": job_rank,
+                    "job_us": predicted, "rank_us": by_window[(path_rank, step)][5],
                     "on_ranks": {r: path_by_window[(r, step)] for r in ranks if path_by_window.get((r, step))}})
     return out
 
@@ -175,7 +175,8 @@ def _own_part(current: dict | None, previous: dict | None) -> tuple[float, float
     apart by part of a step each count their own window)."""
     if current is None or previous is None or current["rank"] == previous["rank"]:
         return 0.0, None
-    if current["start_us"] >= previous["start_us"] or not math.isfinite(current["predicted_end_us"]):
+    if current["start_us"] >= previous["start_us"] or not (
+            math.isfinite(current["predicted_end_us"]) and math.isfinite(previous["predicted_end_us"])):
         return 0.0, None
     own_measured = current["end_us"] - previous["end_us"]
     own_predicted = current["predicted_end_us"] - previous["predicted_end_us"]
