@@ -1,7 +1,6 @@
 -- reads: analysis_windows, critical_path, nodes, path_events, events, threads
 -- makes: _adv_windows(run_id, rank, step, start_us, window_us)
 -- makes: _adv_path_stretches(method, run_id, rank, step, pid, tid, from_us, to_us)
--- makes: _adv_stretches(run_id, rank, step, pid, tid, from_us, to_us)
 -- makes: _adv_path_events(method, run_id, rank, step, event_id, name, cat, self_us, inclusive_us, kind)
 -- makes: _adv_events(run_id, rank, step, event_id, name, cat, self_us, inclusive_us, kind)
 -- makes: _adv_path_annotations(method, run_id, rank, step, name, path_us, occurrences)
@@ -11,7 +10,7 @@
 -- param: step BIGINT    NULL: every step
 -- Where the critical path's time goes, by region, for `advise` (warehouse/advice/advise.py).
 -- _adv_windows: the analysed windows in scope.
--- _adv_stretches: the stretches of the ctda path that a CPU thread holds: each CPU node's
+-- _adv_path_stretches: the stretches of a path that a CPU thread holds: each CPU node's
 --     counted window, the gap before it (from the window's start, or from the node the path
 --     came from: the thread runs untraced work, or wakes from a sync or a handoff of the GIL,
 --     there), and after the window's last node, when that is a CPU node, the rest of the window.
@@ -20,10 +19,10 @@
 -- _adv_events: counted events on the ctda path; kind: op, kernel, runtime, python, other.
 -- _adv_annotations: user annotations (not ProfilerStep#) on main and autograd threads, with
 --     the path time they enclose.
--- The _adv_path_ tables hold the same for the ctda path of each rank (method 'ctda', as the
--- tables above) and for the job's cross-rank path of each step (method 'cross_rank'; rank is
--- the rank of the node, step the job's step): the replay of a multi-rank job's step removes a
--- region on every rank the step's path crosses.
+-- The _adv_path_ tables are kept for the ctda path of each rank (method 'ctda'; _adv_events and
+-- _adv_annotations are those rows, which the rules read) and for the job's cross-rank path of each
+-- step (method 'cross_rank'; rank is the rank of the node, step the job's step): the replay of a
+-- multi-rank job's step removes a region on every rank the step's path crosses.
 
 CREATE OR REPLACE TEMP TABLE _adv_windows AS
 SELECT run_id, rank, step, start_us, window_us
@@ -59,9 +58,6 @@ UNION ALL
 SELECT method, run_id, rank, step, pid, tid, counted_end_us, window_end_us
 FROM path
 WHERE kind = 'cpu' AND is_last AND rank = job_rank AND window_end_us > counted_end_us;
-
-CREATE OR REPLACE TEMP TABLE _adv_stretches AS
-SELECT run_id, rank, step, pid, tid, from_us, to_us FROM _adv_path_stretches WHERE method = 'ctda';
 
 CREATE OR REPLACE TEMP TABLE _adv_path_events AS
 SELECT e.method, e.run_id, coalesce(e.node_rank, e.rank) AS rank, e.step, e.event_id, e.name, e.cat,
