@@ -293,6 +293,8 @@ DATA = Path(__file__).parents[1] / "data"
 RECORDINGS = ("cuda/item_sync.json.gz", "cuda/ddp_nccl.json.gz", "cuda/parallel/bf16_compile.json.gz",
               "cuda/parallel/bf16_eager.json.gz", "cuda/parallel/fsdp", "cuda/parallel/pipeline",
               "cuda/parallel/pipeline_nccl", "gloo/balanced", "gloo/straggler", "gloo/pipeline_slow")
+
+
 @pytest.fixture(scope="module")
 def recorded_profiles(tmp_path_factory):
     con = connect(tmp_path_factory.mktemp("recordings") / "recordings.duckdb")
@@ -336,4 +338,3 @@ def test_a_step_that_began_in_the_previous_one_saves_from_its_end(recorded_profi
     # the steps before began where the previous one ended, or on the same rank: whole windows
     assert all(row["overlap_us"] == 0 for rows in (p["per_step"] for p in profile.values())
                for row in rows if row["step"] < 4)
-

@@ -18,26 +18,30 @@ def _listed() -> dict[str, set[str]]:
     return {row["stage"]: set(row["tables"].split()) for row in rows if row}
 
 
-def _made(stage_glob: str) -> set[str]:
+def _stage_files(stage_glob: str) -> list[str]:
+    """The stage files a row's glob names, as 'folder/name.sql'."""
     folder, pattern = stage_glob.split("/")
-    names = [n for n in sqlfiles.names(folder) if re.fullmatch(pattern.replace("*", ".*") + r"\.sql", n)]
-    assert names, stage_glob
-    return {table for name in names for table in stages.contract(f"{folder}/{name}").made}
+    return [f"{folder}/{name}" for name in sqlfiles.names(folder)
+            if re.fullmatch(pattern.replace("*", ".*") + r"\.sql", name)]
+
+
+def _made(stage_glob: str) -> set[str]:
+    files = _stage_files(stage_glob)
+    assert files, stage_glob
+    return {table for name in files for table in stages.contract(name).made}
 
 
 def test_each_stage_row_lists_the_tables_its_contract_makes():
     listed = _listed()
     assert len(listed) > 20
-    wrong = {stage: (sorted(tables - _made(stage)), sorted(_made(stage) - tables))
-             for stage, tables in listed.items() if tables != _made(stage)}
+    made = {stage: _made(stage) for stage in listed}
+    wrong = {stage: (sorted(tables - made[stage]), sorted(made[stage] - tables))
+             for stage, tables in listed.items() if tables != made[stage]}
     assert wrong == {}, "(listed but not made, made but not listed) per stage"
 
 
 def test_every_stage_that_makes_a_temporary_table_has_a_row():
-    listed = _listed()
-    covered = {f"{stage.split('/')[0]}/{name}" for stage in listed
-               for name in sqlfiles.names(stage.split("/")[0])
-               if re.fullmatch(stage.split("/")[1].replace("*", ".*") + r"\.sql", name)}
+    covered = {name for stage in _listed() for name in _stage_files(stage)}
     missing = [f"{folder}/{name}" for folder in ("analysis", "crossrank", "whatif", "advice")
                for name in sqlfiles.names(folder)
                if f"{folder}/{name}" not in covered and stages.contract(f"{folder}/{name}").made]
